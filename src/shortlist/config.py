@@ -1,0 +1,321 @@
+"""Runtime configuration: load and validate ``runtime.yaml`` (the reference format plus ours).
+
+The file has the reference's shape::
+
+    apiVersion: promptkit.altairalabs.ai/v1alpha1   # or shortlist/v1; optional
+    kind: RuntimeConfig                             # optional
+    spec:
+      embedding_providers: [{id, type, model, base_url, credential: {credential_env}}]
+      sandboxes:  {NAME: {mode: direct|docker_run|docker_exec|kubectl_exec, ...mode keys}}
+      selectors:  {NAME: {command, args, env, timeout_ms, sandbox, worker}   # external process
+                   NAME: {type: bm25|embedding|hybrid|..., options: {...}}}   # built-in ranker
+      skills:     {selector: NAME}
+      tool_selector: NAME
+      selection:  {order, on_abstain, pin_namespaces, always_include, timeout_ms}   # ours
+
+Every mistake is a :class:`~shortlist.errors.ConfigError` naming the file, the key path
+and the fix. Sections of the reference format that shortlist does not use (``providers``,
+``mcp_servers``, …) are accepted and ignored; any other unknown key is an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shortlist.errors import ConfigError
+
+__all__ = [
+    "EXEC_TYPE",
+    "CredentialConfig",
+    "EmbeddingProviderConfig",
+    "RuntimeConfig",
+    "RuntimeSpec",
+    "SandboxConfig",
+    "SelectionConfig",
+    "SelectorConfig",
+    "SkillsConfig",
+    "load_runtime_config",
+    "parse_runtime_config",
+    "runtime_config_schema",
+]
+
+EXEC_TYPE = "exec"
+SANDBOX_MODES = ("direct", "docker_run", "docker_exec", "kubectl_exec")
+
+# Reference sections we accept and ignore (PromptKit RuntimeConfig has them; we do not use them).
+_IGNORED_SPEC_KEYS = frozenset(
+    {"providers", "mcp_servers", "state_store", "logging", "tools", "evals", "hooks", "tts", "stt", "inference"}
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CredentialConfig(_Strict):
+    """Where a provider's key comes from: the name of an environment variable."""
+
+    credential_env: str | None = None
+
+
+class EmbeddingProviderConfig(_Strict):
+    """One embedding provider. The first declared is shared with every selector's ``init``.
+
+    ``type``: ``default`` (the embedded offline model) or ``openai`` (any OpenAI-compatible
+    ``/v1/embeddings`` endpoint; set ``base_url`` for a local server).
+    """
+
+    id: str | None = None
+    type: Literal["default", "openai", "ollama", "voyageai", "gemini"]
+    model: str | None = None
+    base_url: str | None = None
+    platform: str | None = None
+    credential: CredentialConfig | None = None
+    additional_config: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float = 30.0
+    batch_size: int = 64
+
+    @property
+    def effective_id(self) -> str:
+        """The provider's id (defaults to its type)."""
+        return self.id or self.type
+
+
+class SandboxConfig(BaseModel):
+    """A named sandbox: ``mode`` plus the mode's own keys (passed to the sandbox factory)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    mode: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The mode-specific keys."""
+        return dict(self.model_extra or {})
+
+
+class SelectorConfig(_Strict):
+    """One selector: an external process (``command``) or a built-in ranker (``type``)."""
+
+    type: str = EXEC_TYPE
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    timeout_ms: int | None = None
+    sandbox: str | None = None
+    worker: bool = False
+    max_output_bytes: int = 4 * 1024 * 1024
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            name = entry.split("=", 1)[0]
+            if not name or not name.replace("_", "a").isalnum():
+                raise ValueError(f"env entry {entry!r} must be NAME or NAME=value")
+        return value
+
+    @field_validator("timeout_ms")
+    @classmethod
+    def _timeout(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("timeout_ms must be >= 0 (0 or unset means the default, 10000)")
+        return value
+
+    @model_validator(mode="after")
+    def _shape(self) -> SelectorConfig:
+        if self.type == EXEC_TYPE:
+            if not self.command or not self.command.strip():
+                raise ValueError(
+                    "an external selector needs `command:` (the program to run); "
+                    "for a built-in ranker set `type:` instead (bm25, embedding, hybrid, ...)"
+                )
+        else:
+            exec_only = [
+                k for k in ("command", "sandbox") if getattr(self, k)
+            ] + (["args"] if self.args else []) + (["env"] if self.env else []) + (["worker"] if self.worker else [])
+            if exec_only:
+                raise ValueError(
+                    f"keys {exec_only} only apply to external selectors (type: exec), not type {self.type!r}"
+                )
+        return self
+
+    @property
+    def effective_timeout_ms(self) -> int:
+        """The timeout in milliseconds (0 or unset means 10000)."""
+        return self.timeout_ms or 10_000
+
+
+class SkillsConfig(_Strict):
+    """``spec.skills``: the selector that narrows the ``skill__activate`` index."""
+
+    selector: str | None = None
+
+
+class SelectionConfig(_Strict):
+    """``spec.selection`` (shortlist's own): pins, order, abstention and in-process timeout."""
+
+    order: Literal["ranking", "source"] = "ranking"
+    on_abstain: Literal["all", "pins"] = "all"
+    pin_namespaces: list[str] | None = None
+    always_include: list[str] = Field(default_factory=list)
+    timeout_ms: int | None = None
+    k: int = 0
+
+
+class RuntimeSpec(BaseModel):
+    """``spec``: providers, sandboxes, selectors and their bindings."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    embedding_providers: list[EmbeddingProviderConfig] = Field(default_factory=list)
+    sandboxes: dict[str, SandboxConfig] = Field(default_factory=dict)
+    selectors: dict[str, SelectorConfig | None] = Field(default_factory=dict)
+    skills: SkillsConfig | None = None
+    tool_selector: str | None = None
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+
+    @model_validator(mode="after")
+    def _known_sections(self) -> RuntimeSpec:
+        known = set(type(self).model_fields) | _IGNORED_SPEC_KEYS
+        for key in self.model_extra or {}:
+            if key not in _IGNORED_SPEC_KEYS:
+                hint = difflib.get_close_matches(key, sorted(known), n=1)
+                raise ValueError(
+                    f"unknown key {key!r} in spec"
+                    + (f"; did you mean {hint[0]!r}?" if hint else f"; known keys: {sorted(known)}")
+                )
+        return self
+
+    @property
+    def active_selectors(self) -> dict[str, SelectorConfig]:
+        """Declared selectors, without null entries (which are accepted and ignored)."""
+        return {k: v for k, v in self.selectors.items() if v is not None}
+
+
+class RuntimeConfig(_Strict):
+    """The whole ``runtime.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    api_version: str | None = Field(default=None, alias="apiVersion")
+    kind: Literal["RuntimeConfig"] | None = None
+    metadata: dict[str, Any] | None = None
+    spec: RuntimeSpec = Field(default_factory=RuntimeSpec)
+
+    def check_references(self, *, extra_names: Iterable[str] = (), source: str | None = None) -> None:
+        """Check that sandbox and binding names resolve.
+
+        Args:
+            extra_names: selector names known elsewhere (registered in code, built-in rankers).
+            source: the file name, for error messages.
+
+        Raises:
+            ConfigError: a selector names an undeclared sandbox, or a binding names an
+                undeclared selector.
+        """
+        spec = self.spec
+        for name, sandbox in spec.sandboxes.items():
+            if sandbox.mode not in SANDBOX_MODES:
+                raise ConfigError(
+                    f"unknown sandbox mode {sandbox.mode!r}; known modes: {', '.join(SANDBOX_MODES)}",
+                    source=source,
+                    path=f"spec.sandboxes.{name}.mode",
+                )
+        for name, sel in spec.active_selectors.items():
+            if sel.sandbox and sel.sandbox != "direct" and sel.sandbox not in spec.sandboxes:
+                raise ConfigError(
+                    f"sandbox {sel.sandbox!r} is not declared; add it under spec.sandboxes "
+                    f"(declared: {sorted(spec.sandboxes) or 'none'})",
+                    source=source,
+                    path=f"spec.selectors.{name}.sandbox",
+                )
+        names = set(spec.active_selectors) | set(extra_names)
+        bindings = {"spec.tool_selector": spec.tool_selector}
+        if spec.skills is not None:
+            bindings["spec.skills.selector"] = spec.skills.selector
+        for path, ref in bindings.items():
+            if ref and ref not in names:
+                hint = difflib.get_close_matches(ref, sorted(names), n=1)
+                raise ConfigError(
+                    f"selector {ref!r} is not declared under spec.selectors nor registered in code"
+                    + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    + f" (known: {sorted(names) or 'none'})",
+                    source=source,
+                    path=path,
+                )
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    parts = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif str(item).startswith(("function-", "tagged-union")):
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def parse_runtime_config(data: Mapping[str, Any] | None, *, source: str = "<config>") -> RuntimeConfig:
+    """Validate an already-parsed config mapping.
+
+    Raises:
+        ConfigError: the first validation problem, with its key path and the fix.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("the top level must be a mapping with a `spec:` key", source=source)
+    try:
+        config = RuntimeConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = _format_loc(tuple(err["loc"]))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            field = str(err["loc"][-1])
+            msg = f"unknown key {field!r}; remove it or check its spelling"
+        elif err["type"] == "missing":
+            msg = f"required key {str(err['loc'][-1])!r} is missing"
+        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
+        raise ConfigError(msg + more, source=source, path=path or None) from None
+    from shortlist.selection.registry import builtin_selector_names
+
+    config.check_references(extra_names=builtin_selector_names(), source=source)
+    return config
+
+
+def load_runtime_config(path: str | Path) -> RuntimeConfig:
+    """Read and validate a ``runtime.yaml`` (or JSON) file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or does not validate.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", source=str(p)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}", source=str(p)) from None
+    return parse_runtime_config(data, source=str(p))
+
+
+def runtime_config_schema() -> dict[str, Any]:
+    """Return the JSON Schema of ``runtime.yaml``."""
+    schema = RuntimeConfig.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "shortlist runtime configuration"
+    return json.loads(json.dumps(schema))

@@ -1,0 +1,69 @@
+"""The embedding contract: texts in, one L2-normalised float32 row per text out."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from shortlist.errors import EmbeddingError
+
+__all__ = ["Embedder", "FunctionEmbedder", "Vectors"]
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(ABC):
+    """Turns texts into vectors. Implementations must be safe for concurrent use.
+
+    Subclasses implement :meth:`embed_batch`; :meth:`embed` checks the shape and
+    normalises, so every caller gets unit-length float32 rows.
+    """
+
+    #: A stable name of the model; part of every cache key built on its vectors.
+    model_name: str = "embedder"
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``; return an array of shape ``(len(texts), dim)``."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` and return L2-normalised float32 rows, one per text.
+
+        Raises:
+            EmbeddingError: the provider failed or returned the wrong number of rows.
+        """
+        if len(texts) == 0:
+            return np.zeros((0, 0), dtype=np.float32)
+        try:
+            out = np.asarray(self.embed_batch(list(texts)), dtype=np.float32)
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"{self.model_name}: embedding failed: {exc}") from exc
+        if out.ndim != 2 or out.shape[0] != len(texts):
+            raise EmbeddingError(
+                f"{self.model_name}: expected {len(texts)} vectors, got array of shape {out.shape}"
+            )
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """Async twin of :meth:`embed` (runs it in a worker thread by default)."""
+        return await asyncio.to_thread(self.embed, texts)
+
+
+class FunctionEmbedder(Embedder):
+    """Wrap a plain function ``texts -> array`` as an :class:`Embedder`."""
+
+    def __init__(self, func: Callable[[Sequence[str]], npt.ArrayLike], *, model_name: str = "function"):
+        self._func = func
+        self.model_name = model_name
+
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """Call the wrapped function."""
+        return np.asarray(self._func(texts), dtype=np.float32)

@@ -1,0 +1,155 @@
+"""Structured events: every fallback, timeout, rejected id and budget decision is one.
+
+Events are frozen dataclasses. :func:`emit` logs each on the ``shortlist.<area>`` logger
+(as a structured ``extra={"event": ...}``) and passes it to every hook in effect: the
+global hooks added with :func:`add_event_hook`, plus the hooks scoped to the current
+context with :func:`event_hooks` (a context manager, so concurrent turns can each collect
+their own events). A hook that raises is logged and never breaks the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Event",
+    "EventHook",
+    "SelectionFallback",
+    "SelectionMade",
+    "SelectorRejectedIds",
+    "add_event_hook",
+    "emit",
+    "event_hooks",
+    "remove_event_hook",
+]
+
+logger = logging.getLogger("shortlist")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Base of all events. ``area`` names the logger (``shortlist.<area>``); ``name`` the event kind."""
+
+    name: str = "event"
+    area: str = "core"
+    level: int = logging.INFO
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the event as a JSON-ready dict (without the logging level)."""
+        data = dataclasses.asdict(self)
+        data.pop("level", None)
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionFallback(Event):
+    """A turn fell back to "include all eligible".
+
+    ``reason`` is one of ``error``, ``timeout``, ``empty``, ``unknown_ids``, ``no_selector``,
+    ``empty_query`` (``no_selector`` and ``empty_query`` are normal, logged at DEBUG).
+    """
+
+    name: str = "selection.fallback"
+    area: str = "selection"
+    level: int = logging.WARNING
+    reason: str = ""
+    selector: str = ""
+    kind: str = ""
+    latency_ms: float = 0.0
+    error: str = ""
+    stderr_tail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectorRejectedIds(Event):
+    """A selector returned ids that are not candidates; they were dropped."""
+
+    name: str = "selection.rejected_ids"
+    area: str = "selection"
+    level: int = logging.WARNING
+    selector: str = ""
+    kind: str = ""
+    ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionMade(Event):
+    """A turn was narrowed: what the selector chose and what surfaced."""
+
+    name: str = "selection.made"
+    area: str = "selection"
+    level: int = logging.DEBUG
+    selector: str = ""
+    kind: str = ""
+    candidates: int = 0
+    selected: tuple[str, ...] = ()
+    surfaced: int = 0
+    latency_ms: float = 0.0
+    reason: str = ""
+
+
+EventHook = Callable[[Event], None]
+
+_global_hooks: list[EventHook] = []
+_global_lock = threading.Lock()
+_scoped_hooks: contextvars.ContextVar[tuple[EventHook, ...]] = contextvars.ContextVar(
+    "shortlist_event_hooks", default=()
+)
+
+
+def add_event_hook(hook: EventHook) -> None:
+    """Call ``hook`` for every event emitted anywhere in the process."""
+    with _global_lock:
+        _global_hooks.append(hook)
+
+
+def remove_event_hook(hook: EventHook) -> None:
+    """Stop calling a hook added with :func:`add_event_hook` (no error if absent)."""
+    with _global_lock, contextlib.suppress(ValueError):
+        _global_hooks.remove(hook)
+
+
+@contextlib.contextmanager
+def event_hooks(*hooks: EventHook) -> Iterator[None]:
+    """Call ``hooks`` for events emitted in this context (thread/task) until the block exits."""
+    token = _scoped_hooks.set(_scoped_hooks.get() + hooks)
+    try:
+        yield
+    finally:
+        _scoped_hooks.reset(token)
+
+
+def emit(event: Event, *, hooks: tuple[EventHook, ...] | list[EventHook] = ()) -> None:
+    """Log ``event`` and deliver it to the global, scoped and explicitly passed hooks."""
+    log = logging.getLogger(f"shortlist.{event.area}")
+    if log.isEnabledFor(event.level):
+        log.log(event.level, "%s %s", event.name, _summary(event), extra={"event": event.to_dict()})
+    with _global_lock:
+        targets = [*_global_hooks]
+    targets.extend(_scoped_hooks.get())
+    targets.extend(hooks)
+    for hook in targets:
+        try:
+            hook(event)
+        except Exception:  # a broken hook must not break a turn; it is logged, not swallowed silently
+            logger.exception("event hook %r failed on %s", hook, event.name)
+
+
+def _summary(event: Event) -> str:
+    parts = []
+    for f in dataclasses.fields(event):
+        if f.name in ("name", "area", "level"):
+            continue
+        value = getattr(event, f.name)
+        if value in ("", (), None, 0, 0.0):
+            continue
+        parts.append(f"{f.name}={value!r}")
+    return " ".join(parts)
+

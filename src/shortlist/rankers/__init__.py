@@ -1,0 +1,1 @@
+"""In-process rankers: BM25, embeddings, hybrid fusion, rerank, LLM judge."""

@@ -1,0 +1,419 @@
+"""Per-turn narrowing: given a selector, a query and the eligible candidates, what surfaces.
+
+This is the one place that implements the runtime semantics of seed 000 (and fixes the
+reference's gaps, see ``docs/architecture.md``):
+
+* the selector is asked once per turn, with only the rankable candidates (pinned ones and
+  wildcard entries are never sent: they surface regardless);
+* "include all eligible" when there is no selector, the query is empty, nothing is
+  rankable, the selector raises or times out, answers nothing, or answers only unknown ids;
+* unknown ids in a mixed answer are dropped (and reported), duplicates collapse, the
+  answer is capped to ``query.k`` when ``k > 0``;
+* a deliberate abstention surfaces the pins only when the policy says ``on_abstain="pins"``;
+* every fallback is a :class:`~shortlist.events.SelectionFallback` event — never silent.
+
+It holds no state between turns, so concurrent turns cannot see each other's narrowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import fnmatch
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from shortlist.errors import SelectorError, SelectorTimeout
+from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit
+from shortlist.selection.base import Selector
+from shortlist.types import Candidate, Query, Selection
+
+__all__ = [
+    "DEFAULT_PIN_NAMESPACES",
+    "FALLBACK_REASONS",
+    "NarrowingPolicy",
+    "PinPolicy",
+    "TurnSelection",
+    "anarrow",
+    "is_wildcard",
+    "narrow",
+]
+
+#: Namespaces (the part of a tool name before the first ``__``) that are never narrowed away.
+DEFAULT_PIN_NAMESPACES: tuple[str, ...] = ("skill", "a2a", "workflow", "mcp", "memory", "image", "video")
+
+#: Every value :attr:`TurnSelection.fallback` can take besides ``None``.
+FALLBACK_REASONS: tuple[str, ...] = (
+    "no_selector",
+    "empty_query",
+    "no_candidates",
+    "error",
+    "timeout",
+    "empty",
+    "unknown_ids",
+)
+# Reasons that are a normal part of a conversation, not a problem: logged at DEBUG.
+_BENIGN = frozenset({"no_selector", "empty_query", "no_candidates"})
+
+Order = Literal["ranking", "source"]
+OnAbstain = Literal["all", "pins"]
+
+_executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="shortlist-select")
+
+
+def is_wildcard(candidate_id: str) -> bool:
+    """Return True for a pattern entry such as ``mcp__server__*`` (never a rankable candidate)."""
+    return any(ch in candidate_id for ch in "*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class PinPolicy:
+    """Which candidates surface whatever the selector says.
+
+    Args:
+        namespaces: a candidate whose id starts with ``<namespace>__`` is pinned.
+        always_include: ids or glob patterns (``fnmatch``) that are always pinned.
+        pin_wildcards: wildcard entries (``mcp__srv__*``) survive narrowing (default True).
+    """
+
+    namespaces: tuple[str, ...] = DEFAULT_PIN_NAMESPACES
+    always_include: tuple[str, ...] = ()
+    pin_wildcards: bool = True
+
+    def is_pinned(self, candidate_id: str) -> bool:
+        """Return True if ``candidate_id`` must surface on every turn."""
+        if self.pin_wildcards and is_wildcard(candidate_id):
+            return True
+        head, sep, _ = candidate_id.partition("__")
+        if sep and head in self.namespaces:
+            return True
+        return any(
+            candidate_id == pattern or fnmatch.fnmatchcase(candidate_id, pattern)
+            for pattern in self.always_include
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NarrowingPolicy:
+    """How a turn is narrowed.
+
+    Args:
+        pins: the pin policy.
+        order: ``"ranking"`` keeps the selector's order (pins after it, in source order);
+            ``"source"`` keeps the catalog order for everything.
+        on_abstain: when the selector abstains (nothing fits), ``"all"`` surfaces every
+            eligible candidate (the safe default), ``"pins"`` surfaces only the pins.
+        timeout_s: a deadline for in-process selectors (None: no deadline; external
+            selectors enforce their own ``timeout_ms``).
+    """
+
+    pins: PinPolicy = field(default_factory=PinPolicy)
+    order: Order = "ranking"
+    on_abstain: OnAbstain = "all"
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.order not in ("ranking", "source"):
+            raise ValueError(f"order must be 'ranking' or 'source', got {self.order!r}")
+        if self.on_abstain not in ("all", "pins"):
+            raise ValueError(f"on_abstain must be 'all' or 'pins', got {self.on_abstain!r}")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive or None")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSelection:
+    """What surfaces this turn, and why.
+
+    Attributes:
+        query: the query the selector was (or would have been) asked.
+        surfaced: the candidates offered to the model this turn, pins included.
+        ranked: the selector's own answer after validation (known ids, de-duplicated, capped).
+        scores: the selector's score per ranked id, when it gave scores.
+        reason: the selector's reason, or why the turn fell back.
+        fallback: None when narrowed, else one of :data:`FALLBACK_REASONS`.
+        selector: the selector's name (None when there was none).
+        elapsed_ms: time spent in the selector.
+        pinned: ids that surfaced because of the pin policy.
+        rejected: unknown ids the selector returned (dropped).
+        abstained: the selector judged that nothing fits.
+    """
+
+    query: Query
+    surfaced: tuple[Candidate, ...]
+    ranked: tuple[str, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+    fallback: str | None = None
+    selector: str | None = None
+    elapsed_ms: float = 0.0
+    pinned: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    abstained: bool = False
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The ids that surface this turn, in order."""
+        return tuple(c.id for c in self.surfaced)
+
+    @property
+    def narrowed(self) -> bool:
+        """True when the selector's answer was used (no fallback)."""
+        return self.fallback is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready report used by the CLI and the HTTP API."""
+        return {
+            "selected": list(self.ids),
+            "ranked": list(self.ranked),
+            "scores": [self.scores[i] for i in self.ranked if i in self.scores] if self.scores else None,
+            "reason": self.reason,
+            "fallback": self.fallback,
+            "selector": self.selector,
+            "pinned": list(self.pinned),
+            "rejected": list(self.rejected),
+            "abstained": self.abstained,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }
+
+
+@dataclass(slots=True)
+class _Split:
+    eligible: list[Candidate]
+    rankable: list[Candidate]
+    pinned: list[Candidate]
+
+
+def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
+    seen: set[str] = set()
+    eligible: list[Candidate] = []
+    rankable: list[Candidate] = []
+    pinned: list[Candidate] = []
+    for c in candidates:
+        if c.id in seen:  # the first definition of an id wins
+            continue
+        seen.add(c.id)
+        eligible.append(c)
+        (pinned if pins.is_pinned(c.id) else rankable).append(c)
+    return _Split(eligible, rankable, pinned)
+
+
+def _precheck(selector: Selector | None, query: Query, split: _Split) -> str | None:
+    if selector is None:
+        return "no_selector"
+    if not query.text.strip():
+        return "empty_query"
+    if not split.rankable:
+        return "no_candidates"
+    return None
+
+
+def _fallback(
+    query: Query,
+    split: _Split,
+    reason: str,
+    *,
+    selector: Selector | None,
+    elapsed_ms: float = 0.0,
+    error: BaseException | None = None,
+    rejected: tuple[str, ...] = (),
+    hooks: Sequence[EventHook] = (),
+) -> TurnSelection:
+    stderr_tail = error.stderr_tail if isinstance(error, SelectorError) else ""
+    message = f"{type(error).__name__}: {error}" if error is not None else ""
+    emit(
+        SelectionFallback(
+            reason=reason,
+            selector=selector.name if selector else "",
+            kind=query.kind,
+            latency_ms=round(elapsed_ms, 3),
+            error=message,
+            stderr_tail=stderr_tail,
+            level=logging.DEBUG if reason in _BENIGN else logging.WARNING,
+        ),
+        hooks=tuple(hooks),
+    )
+    return TurnSelection(
+        query=query,
+        surfaced=tuple(split.eligible),
+        reason=message or reason,
+        fallback=reason,
+        selector=selector.name if selector else None,
+        elapsed_ms=elapsed_ms,
+        pinned=tuple(c.id for c in split.pinned),
+        rejected=rejected,
+    )
+
+
+def _resolve(
+    selector: Selector,
+    query: Query,
+    split: _Split,
+    answer: Any,
+    elapsed_ms: float,
+    policy: NarrowingPolicy,
+    hooks: Sequence[EventHook],
+) -> TurnSelection:
+    if answer is None:
+        answer = Selection()
+    if not isinstance(answer, Selection):
+        err = TypeError(f"selector returned {type(answer).__name__}, expected Selection")
+        return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed_ms, error=err, hooks=hooks)
+    known = {c.id for c in split.rankable}
+    ranked: list[str] = []
+    scores: dict[str, float] = {}
+    rejected: list[str] = []
+    seen: set[str] = set()
+    for pos, cid in enumerate(answer.selected):
+        if cid in seen:
+            continue
+        seen.add(cid)
+        if cid not in known:
+            rejected.append(cid)
+            continue
+        ranked.append(cid)
+        if answer.scores is not None:
+            scores[cid] = answer.scores[pos]
+    if rejected:
+        emit(SelectorRejectedIds(selector=selector.name, kind=query.kind, ids=tuple(rejected)), hooks=tuple(hooks))
+    if not ranked:
+        if answer.abstained and policy.on_abstain == "pins" and not rejected:
+            return _made(query, split, (), {}, answer, selector, elapsed_ms, policy, (), hooks)
+        reason = "unknown_ids" if rejected else "empty"
+        return _fallback(
+            query, split, reason, selector=selector, elapsed_ms=elapsed_ms, rejected=tuple(rejected), hooks=hooks
+        )
+    if query.k > 0:
+        ranked = ranked[: query.k]
+    return _made(query, split, tuple(ranked), scores, answer, selector, elapsed_ms, policy, tuple(rejected), hooks)
+
+
+def _made(
+    query: Query,
+    split: _Split,
+    ranked: tuple[str, ...],
+    scores: dict[str, float],
+    answer: Selection,
+    selector: Selector,
+    elapsed_ms: float,
+    policy: NarrowingPolicy,
+    rejected: tuple[str, ...],
+    hooks: Sequence[EventHook],
+) -> TurnSelection:
+    by_id = {c.id: c for c in split.rankable}
+    chosen = set(ranked)
+    pinned_ids = {c.id for c in split.pinned}
+    if policy.order == "ranking":
+        surfaced = [by_id[i] for i in ranked] + list(split.pinned)
+    else:
+        surfaced = [c for c in split.eligible if c.id in chosen or c.id in pinned_ids]
+    emit(
+        SelectionMade(
+            selector=selector.name,
+            kind=query.kind,
+            candidates=len(split.rankable),
+            selected=ranked,
+            surfaced=len(surfaced),
+            latency_ms=round(elapsed_ms, 3),
+            reason=answer.reason,
+        ),
+        hooks=tuple(hooks),
+    )
+    return TurnSelection(
+        query=query,
+        surfaced=tuple(surfaced),
+        ranked=ranked,
+        scores={i: scores[i] for i in ranked if i in scores},
+        reason=answer.reason or ("abstained" if answer.abstained and not ranked else ""),
+        fallback=None,
+        selector=selector.name,
+        elapsed_ms=elapsed_ms,
+        pinned=tuple(c.id for c in split.pinned),
+        rejected=rejected,
+        abstained=answer.abstained and not ranked,
+    )
+
+
+def narrow(
+    selector: Selector | None,
+    query: Query,
+    candidates: Sequence[Candidate],
+    policy: NarrowingPolicy | None = None,
+    *,
+    hooks: Sequence[EventHook] = (),
+) -> TurnSelection:
+    """Decide which candidates surface this turn. Never raises because of the selector.
+
+    Args:
+        selector: the bound selector, or None.
+        query: the turn's query (its ``text`` is the latest user turn).
+        candidates: the eligible candidates, in source order; the first of duplicate ids wins.
+        policy: pins, order, abstention and timeout; defaults to :class:`NarrowingPolicy()`.
+        hooks: extra event hooks for this call only.
+
+    Returns:
+        The :class:`TurnSelection` of this turn.
+    """
+    policy = policy or NarrowingPolicy()
+    split = _split(candidates, policy.pins)
+    pre = _precheck(selector, query, split)
+    if pre is not None or selector is None:
+        return _fallback(query, split, pre or "no_selector", selector=selector, hooks=hooks)
+    rankable = tuple(split.rankable)
+    start = time.perf_counter()
+    try:
+        if policy.timeout_s is None:
+            answer: Any = selector.select(query, rankable)
+        else:
+            future = _executor.submit(selector.select, query, rankable)
+            try:
+                answer = future.result(timeout=policy.timeout_s)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                raise SelectorTimeout(
+                    f"in-process selector did not answer within {policy.timeout_s:.3f} s", selector=selector.name
+                ) from None
+    except SelectorTimeout as exc:
+        elapsed = (time.perf_counter() - start) * 1000
+        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+    except Exception as exc:  # contained: a failing selector never breaks a turn (reported as an event)
+        elapsed = (time.perf_counter() - start) * 1000
+        return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+    elapsed = (time.perf_counter() - start) * 1000
+    return _resolve(selector, query, split, answer, elapsed, policy, hooks)
+
+
+async def anarrow(
+    selector: Selector | None,
+    query: Query,
+    candidates: Sequence[Candidate],
+    policy: NarrowingPolicy | None = None,
+    *,
+    hooks: Sequence[EventHook] = (),
+) -> TurnSelection:
+    """Async twin of :func:`narrow`; the selector runs through :meth:`Selector.aselect`."""
+    policy = policy or NarrowingPolicy()
+    split = _split(candidates, policy.pins)
+    pre = _precheck(selector, query, split)
+    if pre is not None or selector is None:
+        return _fallback(query, split, pre or "no_selector", selector=selector, hooks=hooks)
+    rankable = tuple(split.rankable)
+    start = time.perf_counter()
+    try:
+        answer: Any = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
+    except (TimeoutError, SelectorTimeout) as exc:
+        elapsed = (time.perf_counter() - start) * 1000
+        err = exc if isinstance(exc, SelectorTimeout) else SelectorTimeout(
+            f"in-process selector did not answer within {policy.timeout_s} s", selector=selector.name
+        )
+        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # contained: reported as an event, the turn goes on
+        elapsed = (time.perf_counter() - start) * 1000
+        return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+    elapsed = (time.perf_counter() - start) * 1000
+    return _resolve(selector, query, split, answer, elapsed, policy, hooks)
