@@ -21,7 +21,6 @@ and the fix. Sections of the reference format that shortlist does not use (``pro
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -139,9 +138,12 @@ class SelectorConfig(_Strict):
                     "for a built-in ranker set `type:` instead (bm25, embedding, hybrid, ...)"
                 )
         else:
-            exec_only = [
-                k for k in ("command", "sandbox") if getattr(self, k)
-            ] + (["args"] if self.args else []) + (["env"] if self.env else []) + (["worker"] if self.worker else [])
+            exec_only = (
+                [k for k in ("command", "sandbox") if getattr(self, k)]
+                + (["args"] if self.args else [])
+                + (["env"] if self.env else [])
+                + (["worker"] if self.worker else [])
+            )
             if exec_only:
                 raise ValueError(
                     f"keys {exec_only} only apply to external selectors (type: exec), not type {self.type!r}"
@@ -318,4 +320,4 @@ def runtime_config_schema() -> dict[str, Any]:
     schema = RuntimeConfig.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "shortlist runtime configuration"
-    return json.loads(json.dumps(schema))
+    return schema

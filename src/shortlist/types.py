@@ -121,9 +121,7 @@ class Selection:
         if self.scores is not None:
             scores = tuple(float(s) for s in self.scores)
             if len(scores) != len(self.selected):
-                raise ValueError(
-                    f"Selection.scores has {len(scores)} values for {len(self.selected)} selected ids"
-                )
+                raise ValueError(f"Selection.scores has {len(scores)} values for {len(self.selected)} selected ids")
             if any(math.isnan(s) for s in scores):
                 raise ValueError("Selection.scores must not contain NaN")
             object.__setattr__(self, "scores", scores)

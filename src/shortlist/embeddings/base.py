@@ -45,12 +45,11 @@ class Embedder(ABC):
         except Exception as exc:
             raise EmbeddingError(f"{self.model_name}: embedding failed: {exc}") from exc
         if out.ndim != 2 or out.shape[0] != len(texts):
-            raise EmbeddingError(
-                f"{self.model_name}: expected {len(texts)} vectors, got array of shape {out.shape}"
-            )
+            raise EmbeddingError(f"{self.model_name}: expected {len(texts)} vectors, got array of shape {out.shape}")
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return out / norms
+        result: Vectors = out / norms
+        return result
 
     async def aembed(self, texts: Sequence[str]) -> Vectors:
         """Async twin of :meth:`embed` (runs it in a worker thread by default)."""

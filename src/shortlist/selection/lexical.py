@@ -21,11 +21,53 @@ __all__ = ["LexicalSelector", "TokenOverlapSelector", "tokenize"]
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "s",
+        "t",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "for",
+        "from",
+        "get",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "please",
+        "the",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
 
 
 def tokenize(text: str) -> list[str]:
-    """Split ``text`` into lowercase word tokens (snake_case, camelCase and dots split)."""
-    return _WORD.findall(_CAMEL.sub(" ", text).lower())
+    """Split ``text`` into lowercase word tokens (snake_case, camelCase and dots split; stopwords out)."""
+    return [t for t in _WORD.findall(_CAMEL.sub(" ", text).lower()) if t not in _STOP]
 
 
 def _document(c: Candidate) -> str:

@@ -91,8 +91,7 @@ class PinPolicy:
         if sep and head in self.namespaces:
             return True
         return any(
-            candidate_id == pattern or fnmatch.fnmatchcase(candidate_id, pattern)
-            for pattern in self.always_include
+            candidate_id == pattern or fnmatch.fnmatchcase(candidate_id, pattern) for pattern in self.always_include
         )
 
 
@@ -406,8 +405,12 @@ async def anarrow(
         answer: Any = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
     except (TimeoutError, SelectorTimeout) as exc:
         elapsed = (time.perf_counter() - start) * 1000
-        err = exc if isinstance(exc, SelectorTimeout) else SelectorTimeout(
-            f"in-process selector did not answer within {policy.timeout_s} s", selector=selector.name
+        err = (
+            exc
+            if isinstance(exc, SelectorTimeout)
+            else SelectorTimeout(
+                f"in-process selector did not answer within {policy.timeout_s} s", selector=selector.name
+            )
         )
         return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
     except asyncio.CancelledError:

@@ -93,7 +93,8 @@ def create_builtin_selector(type_name: str, *, name: str | None = None, **option
 def _create_exec(name: str, cfg: SelectorConfig, sandboxes: Mapping[str, Any]) -> Selector:
     from shortlist.exec.client import ExecSelector
 
-    return ExecSelector.from_config(name, cfg, sandboxes)
+    selector: Selector = ExecSelector.from_config(name, cfg, sandboxes)
+    return selector
 
 
 class SelectorRegistry:
@@ -188,7 +189,8 @@ class SelectorRegistry:
             return create_builtin_selector(name)
         hint = difflib.get_close_matches(name, list(self.names), n=1)
         raise ConfigError(
-            f"no selector named {name!r}" + (f"; did you mean {hint[0]!r}?" if hint else "")
+            f"no selector named {name!r}"
+            + (f"; did you mean {hint[0]!r}?" if hint else "")
             + f" (known: {', '.join(self.names)})",
             source=self._source,
         )

@@ -1,0 +1,21 @@
+"""Adapters between the formats hosts already have and shortlist's candidates."""
+
+from __future__ import annotations
+
+from shortlist.adapters.catalog import load_catalog
+from shortlist.adapters.tools import (
+    candidate_from_dict,
+    candidates_from_tools,
+    skill_to_candidate,
+    to_anthropic_tool,
+    to_openai_tool,
+)
+
+__all__ = [
+    "candidate_from_dict",
+    "candidates_from_tools",
+    "load_catalog",
+    "skill_to_candidate",
+    "to_anthropic_tool",
+    "to_openai_tool",
+]

@@ -1,0 +1,89 @@
+"""``shortlist select``: narrow a catalog for one query and print what surfaces."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from shortlist.cli._output import write_json, write_text
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``select`` subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "select",
+        help="narrow a catalog of tools or skills for a query",
+        description="Print the tools/skills that surface for QUERY. Without --catalog, a bundled "
+        "example catalog of 38 tools is used.",
+    )
+    p.add_argument("query", metavar="QUERY", help="the user's message")
+    p.add_argument(
+        "--catalog",
+        help="JSON/JSONL tool definitions (OpenAI, Anthropic, MCP, candidates) or a directory of SKILL.md folders",
+    )
+    p.add_argument(
+        "--kind",
+        choices=["tool", "skill"],
+        default=None,
+        help="query kind (default: tool, or skill for a skills directory)",
+    )
+    p.add_argument("--k", type=int, default=5, help="most items to surface besides pins (default 5)")
+    p.add_argument(
+        "--selector",
+        help="selector name: a built-in type (bm25, embedding, hybrid, ...), "
+        "a runtime.yaml entry, or exec:COMMAND (default: the config's binding, else the default)",
+    )
+    p.add_argument("--config", help="runtime.yaml")
+    p.add_argument("--order", choices=["ranking", "source"], help="order of the result")
+    p.add_argument("--on-abstain", choices=["all", "pins"], help="what surfaces when nothing fits")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``shortlist select``."""
+    from dataclasses import replace
+
+    from shortlist.adapters.catalog import load_catalog
+    from shortlist.errors import CatalogError
+    from shortlist.selection.facade import DEFAULT, Shortlist
+
+    if args.k < 0:
+        raise CatalogError("--k must be >= 0")
+    start = time.perf_counter()
+    if args.catalog:
+        catalog = load_catalog(args.catalog)
+        default_kind = "skill" if Path(args.catalog).is_dir() else "tool"
+    else:
+        with resources.as_file(resources.files("shortlist.data") / "example_tools.json") as path:
+            catalog = load_catalog(path)
+        default_kind = "tool"
+    with Shortlist(
+        catalog, selector=args.selector or DEFAULT, config=args.config, kind=args.kind or default_kind
+    ) as sl:
+        if args.order or args.on_abstain:
+            sl.policy = replace(
+                sl.policy, order=args.order or sl.policy.order, on_abstain=args.on_abstain or sl.policy.on_abstain
+            )
+        turn = sl.select(args.query, k=args.k)
+    elapsed = (time.perf_counter() - start) * 1000
+    if args.json:
+        out = turn.to_dict()
+        out["elapsed_ms"] = round(elapsed, 3)
+        out["selector_ms"] = round(turn.elapsed_ms, 3)
+        write_json(out)
+        return 0
+    lines = []
+    for c in turn.surfaced:
+        score = turn.scores.get(c.id)
+        tag = "pinned" if c.id in turn.pinned else (f"{score:.3f}" if score is not None else "")
+        lines.append(f"{c.id:<32} {tag:>8}  {c.description[:80]}")
+    status = f"fallback: {turn.fallback}" if turn.fallback else f"selector: {turn.selector}"
+    lines.append(f"-- {len(turn.surfaced)} of {len(catalog)} surfaced ({status}, {elapsed:.1f} ms)")
+    write_text("\n".join(lines))
+    return 0

@@ -1,0 +1,1 @@
+"""Bundled example data (a small tool catalog for the quick start)."""

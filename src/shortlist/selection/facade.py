@@ -1,0 +1,154 @@
+"""``Shortlist``: the one-object entry point that library users, the CLI and the server share.
+
+It binds a catalog, a selector (by name, instance, or the runtime config's binding) and a
+narrowing policy, and answers :meth:`Shortlist.select` with a
+:class:`~shortlist.selection.TurnSelection` through :func:`~shortlist.selection.narrow`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from shortlist.config import RuntimeConfig, load_runtime_config
+from shortlist.events import EventHook
+from shortlist.selection.base import Selector
+from shortlist.selection.narrowing import (
+    DEFAULT_PIN_NAMESPACES,
+    NarrowingPolicy,
+    PinPolicy,
+    TurnSelection,
+    anarrow,
+    narrow,
+)
+from shortlist.selection.query import last_user_text
+from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
+from shortlist.types import Candidate, Query
+
+__all__ = ["DEFAULT", "Shortlist", "policy_from_config"]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: Use the config's binding for the kind, else the built-in default selector.
+DEFAULT: Any = _Default()
+
+
+def policy_from_config(config: RuntimeConfig) -> NarrowingPolicy:
+    """Build the :class:`NarrowingPolicy` that ``spec.selection`` describes."""
+    sel = config.spec.selection
+    namespaces = tuple(sel.pin_namespaces) if sel.pin_namespaces is not None else DEFAULT_PIN_NAMESPACES
+    return NarrowingPolicy(
+        pins=PinPolicy(namespaces=namespaces, always_include=tuple(sel.always_include)),
+        order=sel.order,
+        on_abstain=sel.on_abstain,
+        timeout_s=sel.timeout_ms / 1000 if sel.timeout_ms else None,
+    )
+
+
+class Shortlist:
+    """Narrow a catalog per turn.
+
+    Args:
+        catalog: the eligible candidates (a sequence, or a path for
+            :func:`~shortlist.adapters.load_catalog`); may be given per call instead.
+        selector: a :class:`Selector`, a selector name (built-in type, config entry, or
+            ``exec:COMMAND``), ``None`` for no selector, or :data:`DEFAULT`.
+        config: a :class:`RuntimeConfig` or the path of a ``runtime.yaml``.
+        selectors: selectors registered in code, by name.
+        policy: the narrowing policy (default: from the config's ``spec.selection``).
+        kind: the default kind of query (``"tool"`` or ``"skill"``).
+        on_event: a hook called with every event of this object's turns.
+    """
+
+    def __init__(
+        self,
+        catalog: Sequence[Candidate] | str | Path | None = None,
+        *,
+        selector: Selector | str | None = DEFAULT,
+        config: RuntimeConfig | str | Path | None = None,
+        selectors: Mapping[str, Selector] | None = None,
+        policy: NarrowingPolicy | None = None,
+        kind: str = "tool",
+        on_event: EventHook | None = None,
+    ) -> None:
+        source = None
+        if isinstance(config, (str, Path)):
+            source = str(config)
+            config = load_runtime_config(config)
+        self.config = config or RuntimeConfig()
+        self.registry = SelectorRegistry(self.config, selectors=selectors, source=source)
+        self.policy = policy or policy_from_config(self.config)
+        self.kind = kind
+        self._hooks: tuple[EventHook, ...] = (on_event,) if on_event else ()
+        if isinstance(catalog, (str, Path)):
+            from shortlist.adapters.catalog import load_catalog
+
+            catalog = load_catalog(catalog)
+        self.catalog: tuple[Candidate, ...] = tuple(catalog or ())
+        self._selector_arg = selector
+
+    def selector_for(self, kind: str) -> Selector | None:
+        """The selector used for ``kind`` (resolved and initialised on first use)."""
+        arg = self._selector_arg
+        if arg is None or isinstance(arg, Selector):
+            return arg
+        if isinstance(arg, str):
+            return self.registry.get(arg)
+        bound = self.registry.skills_selector() if kind == "skill" else self.registry.tool_selector()
+        return bound or self.registry.get(DEFAULT_SELECTOR)
+
+    def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
+        if isinstance(query, Query):
+            return query
+        text = query if isinstance(query, str) else last_user_text(query)
+        return Query(text=text, kind=kind or self.kind, k=k if k is not None else self.config.spec.selection.k)
+
+    def select(
+        self,
+        query: str | Query | Sequence[Mapping[str, Any]],
+        candidates: Sequence[Candidate] | None = None,
+        *,
+        kind: str | None = None,
+        k: int | None = None,
+    ) -> TurnSelection:
+        """Decide what surfaces for this turn.
+
+        Args:
+            query: the user's text, a :class:`Query`, or the conversation's messages (the
+                latest user message is used).
+            candidates: the eligible candidates this turn (default: the bound catalog).
+            kind: ``"tool"`` or ``"skill"`` (default: this object's kind).
+            k: the most ids to surface besides pins (0: the selector's default).
+        """
+        q = self._query(query, kind, k)
+        return narrow(self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=self._hooks)
+
+    async def aselect(
+        self,
+        query: str | Query | Sequence[Mapping[str, Any]],
+        candidates: Sequence[Candidate] | None = None,
+        *,
+        kind: str | None = None,
+        k: int | None = None,
+    ) -> TurnSelection:
+        """Async twin of :meth:`select`."""
+        q = self._query(query, kind, k)
+        return await anarrow(self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=self._hooks)
+
+    def _candidates(self, candidates: Sequence[Candidate] | None) -> Sequence[Candidate]:
+        return self.catalog if candidates is None else candidates
+
+    def close(self) -> None:
+        """Close the selectors this object built (external processes, connections)."""
+        self.registry.close()
+
+    def __enter__(self) -> Shortlist:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,23 @@
+"""The ``skill__activate`` index text for a turn, built from that turn's narrowed skills."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shortlist.types import Candidate
+
+__all__ = ["SKILL_ACTIVATE_HEADER", "render_skill_index", "skill_activate_description"]
+
+SKILL_ACTIVATE_HEADER = "Activate a skill to load its instructions and tools."
+
+
+def render_skill_index(skills: Sequence[Candidate]) -> str:
+    """Render ``Available skills:`` and one ``- name: description`` line per skill."""
+    if not skills:
+        return "No skills available."
+    return "\n".join(["Available skills:", *(f"- {s.name}: {s.description}" for s in skills)])
+
+
+def skill_activate_description(skills: Sequence[Candidate]) -> str:
+    """The full description of the ``skill__activate`` tool for this turn."""
+    return f"{SKILL_ACTIVATE_HEADER}\n\n{render_skill_index(skills)}"

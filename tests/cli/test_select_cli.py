@@ -1,0 +1,80 @@
+"""`shortlist select` as a user types it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_quick_start_on_the_bundled_catalog() -> None:
+    out = run("select", "what's the weather in Paris tomorrow")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith("get_weather_forecast")
+
+
+def test_json_output_keys() -> None:
+    out = run("select", "--json", "--k", "3", "book a hotel room in Rome")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert {"selected", "ranked", "scores", "reason", "fallback", "elapsed_ms"} <= set(data)
+    assert data["fallback"] is None and len(data["ranked"]) <= 3
+    assert "book_hotel" in data["ranked"]
+    assert "memory__recall" in data["selected"]  # pinned
+
+
+def test_fallback_reported_in_json(tmp_path: Path) -> None:
+    cat = tmp_path / "c.json"
+    cat.write_text(json.dumps([{"name": "a", "description": "alpha"}, {"name": "b", "description": "beta"}]))
+    data = json.loads(run("select", "--json", "--catalog", str(cat), "--selector", "lexical", "zzz").stdout)
+    assert data["fallback"] == "empty" and data["selected"] == ["a", "b"]
+
+
+def test_skills_directory(tmp_path: Path) -> None:
+    d = tmp_path / "skills" / "pdf"
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text("---\nname: pdf\ndescription: Fill PDF forms\n---\nbody\n")
+    data = json.loads(run("select", "--json", "--catalog", str(tmp_path / "skills"), "fill a pdf form").stdout)
+    assert data["selected"] == ["pdf"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        ("missing", "does not exist"),
+        ("badjson", "invalid JSON"),
+        ("dupes", "duplicate ids"),
+        ("empty", "empty"),
+        ("badconfig", "spec.selectors.x"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, setup: str, words: str) -> None:
+    cat = tmp_path / "c.json"
+    args = ["select", "--catalog", str(cat), "q"]
+    if setup == "badjson":
+        cat.write_text("{oops")
+    elif setup == "dupes":
+        cat.write_text('[{"name": "a"}, {"name": "a"}]')
+    elif setup == "empty":
+        cat.write_text("[]")
+    elif setup == "badconfig":
+        cat.write_text('[{"name": "a"}]')
+        cfg = tmp_path / "r.yaml"
+        cfg.write_text("spec:\n  selectors:\n    x: {args: [1]}\n")
+        args = ["select", "--catalog", str(cat), "--config", str(cfg), "q"]
+    out = run(*args)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert words in out.stderr
+
+
+def test_runtime_schema_command() -> None:
+    out = run("schema", "runtime")
+    assert out.returncode == 0 and json.loads(out.stdout)["title"] == "shortlist runtime configuration"
