@@ -29,6 +29,8 @@ _COMMANDS = (
     "index",
     "reduce",
     "schema",
+    "serve",
+    "mcp_proxy",
 )
 
 

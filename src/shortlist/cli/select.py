@@ -6,9 +6,12 @@ import argparse
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.cli._output import write_json, write_text
+
+if TYPE_CHECKING:
+    from shortlist.types import Candidate
 
 __all__ = ["register"]
 
@@ -41,8 +44,26 @@ def register(sub: Any) -> None:
     p.add_argument("--config", help="runtime.yaml")
     p.add_argument("--order", choices=["ranking", "source"], help="order of the result")
     p.add_argument("--on-abstain", choices=["all", "pins"], help="what surfaces when nothing fits")
+    p.add_argument(
+        "--mcp-server",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="also narrow the tools of a live MCP server: NAME=COMMAND (stdio, split like a shell) or "
+        "NAME=http(s)://URL (repeatable; MCP tools are ranked, not pinned)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def _mcp_candidates(values: list[str]) -> list[Candidate]:
+    """List the tools of the ``--mcp-server`` servers (started over stdio, stopped on return)."""
+    from shortlist.mcp.client import parse_server_arg
+    from shortlist.mcp.sync import MCPToolSource
+
+    specs = [parse_server_arg(v) for v in values]
+    with MCPToolSource(specs) as source:
+        return source.list_candidates()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from shortlist.adapters.catalog import load_catalog
+    from shortlist.adapters.tools import check_unique
     from shortlist.errors import CatalogError
+    from shortlist.mcp.tools import mcp_policy
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if args.k < 0:
@@ -59,13 +82,20 @@ def run(args: argparse.Namespace) -> int:
     if args.catalog:
         catalog = load_catalog(args.catalog)
         default_kind = "skill" if Path(args.catalog).is_dir() else "tool"
+    elif args.mcp_server:
+        catalog, default_kind = [], "tool"
     else:
         with resources.as_file(resources.files("shortlist.data") / "example_tools.json") as path:
             catalog = load_catalog(path)
         default_kind = "tool"
+    if args.mcp_server:
+        catalog = [*catalog, *_mcp_candidates(args.mcp_server)]
+        check_unique(catalog, source="--catalog and --mcp-server")
     with Shortlist(
         catalog, selector=args.selector or DEFAULT, config=args.config, kind=args.kind or default_kind
     ) as sl:
+        if args.mcp_server:  # live MCP tools are narrowed like any tool (the mcp namespace is not pinned)
+            sl.policy = mcp_policy(sl.policy)
         if args.order or args.on_abstain:
             sl.policy = replace(
                 sl.policy, order=args.order or sl.policy.order, on_abstain=args.on_abstain or sl.policy.on_abstain

@@ -1,0 +1,61 @@
+"""``shortlist mcp-proxy``: an MCP server (stdio) that fronts several MCP servers with narrowing."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``mcp-proxy`` subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "mcp-proxy",
+        help="serve MCP on stdio: a narrowed view of several MCP servers plus a search_tools tool",
+        description="Front several MCP servers as one MCP server on stdin/stdout. Clients see search_tools and "
+        "the tools their searches surfaced (mcp__<server>__<tool>); calls are forwarded upstream.",
+    )
+    p.add_argument(
+        "--mcp-server",
+        action="append",
+        required=True,
+        metavar="NAME=COMMAND",
+        help="an upstream server: NAME=COMMAND (stdio, split like a shell) or NAME=http(s)://URL (repeatable)",
+    )
+    p.add_argument("--selector", help="selector for search_tools (default: the config's binding, else the default)")
+    p.add_argument("--config", help="runtime.yaml")
+    p.add_argument("--k", type=int, default=5, help="tools returned by a search (default 5)")
+    p.add_argument(
+        "--always-include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="prefixed tool names or globs always listed (repeatable)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``shortlist mcp-proxy`` until the client disconnects."""
+    from shortlist.errors import CatalogError
+    from shortlist.mcp.client import MCPClient, parse_server_arg
+    from shortlist.mcp.proxy import MCPProxy
+    from shortlist.selection.facade import DEFAULT, Shortlist
+
+    if args.k < 1:
+        raise CatalogError("--k must be >= 1")
+    specs = [parse_server_arg(v) for v in args.mcp_server]
+
+    async def main() -> None:
+        with Shortlist(selector=args.selector or DEFAULT, config=args.config, kind="tool") as sl:
+            selector = sl.selector_for("tool")
+            async with MCPClient(specs) as client:
+                proxy = MCPProxy(
+                    client, selector=selector, k=args.k, policy=sl.policy, always_include=args.always_include
+                )
+                await proxy.serve_stdio()
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,291 @@
+"""Run one external process under a deadline: feed stdin, cap stdout, keep a stderr tail, kill the group.
+
+This is the I/O engine of the exec client; it knows nothing about the wire protocol.
+Every process starts in a new session (its own process group), so a timeout kills the
+selector *and* whatever it spawned. After the call the group is killed too, so no
+stray grandchild outlives a turn; a grandchild that keeps the pipes open after the main
+process exited cannot hold the call for more than :data:`EXIT_GRACE_S`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
+from shortlist.exec.sandbox import Launch
+
+__all__ = [
+    "EXIT_GRACE_S",
+    "RunResult",
+    "TailBuffer",
+    "describe_exit",
+    "kill_group",
+    "run_once",
+    "spawn",
+    "wait_exit",
+]
+
+#: How long pipes may stay open after the main process exited (a grandchild holding them).
+EXIT_GRACE_S = 0.2
+_CHUNK = 65536
+_POLL_S = 0.05
+
+
+class TailBuffer:
+    """Keep the last ``limit`` bytes written to it (a stderr tail)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._data = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        """Append ``chunk``, dropping what falls outside the tail."""
+        self._data += chunk
+        if len(self._data) > 2 * self.limit:
+            del self._data[: -self.limit]
+
+    def text(self) -> str:
+        """The tail as text (invalid UTF-8 replaced), at most ``limit`` bytes of it."""
+        return bytes(self._data[-self.limit :]).decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A finished run: exit status 0, what it wrote, how long it took."""
+
+    stdout: bytes
+    stderr_tail: str
+    elapsed_ms: float
+    pid: int
+
+
+def spawn(launch: Launch, *, selector: str, started: float) -> subprocess.Popen[bytes]:
+    """Start ``launch`` in a new session with all three pipes.
+
+    Raises:
+        SelectorProcessError: the program cannot be started (missing, not executable, …).
+    """
+    try:
+        return subprocess.Popen(
+            list(launch.argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=launch.env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        raise SelectorProcessError(
+            f"cannot start {launch.argv[0]!r}: {exc.strerror or exc}",
+            selector=selector,
+            elapsed_ms=_ms_since(started),
+        ) from None
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group of ``proc`` (no error if it is already gone)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _has_exited(pid: int) -> bool:
+    """True when ``pid`` has exited; it is not reaped, so its group id cannot be reused yet."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Wait until ``proc`` exits (without reaping it) or ``deadline``; return True if it exited."""
+    if proc.returncode is not None or _has_exited(proc.pid):
+        return True
+    pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            fd = pidfd_open(proc.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                remaining = max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([fd], [], [], remaining)
+                return bool(ready) or _has_exited(proc.pid)
+            finally:
+                os.close(fd)
+    delay = 0.0005
+    while time.monotonic() < deadline:
+        if _has_exited(proc.pid):
+            return True
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, _POLL_S)
+    return _has_exited(proc.pid)
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with status 3`` or ``was killed by SIGSEGV``."""
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        return f"was killed by {sig}"
+    return f"exited with status {returncode}"
+
+
+def _ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.25)
+
+
+def run_once(
+    launch: Launch,
+    payload: bytes,
+    *,
+    timeout_s: float,
+    max_output_bytes: int,
+    tail_bytes: int,
+    selector: str,
+    on_spawn: Callable[[int], None] | None = None,
+    on_kill: Callable[[int, str, float, str], None] | None = None,
+) -> RunResult:
+    """Spawn ``launch``, write ``payload`` to its stdin, and collect its stdout within ``timeout_s``.
+
+    Args:
+        launch: the argv and environment to spawn.
+        payload: everything to write on stdin (then stdin is closed).
+        timeout_s: the deadline; on expiry the process group is killed.
+        max_output_bytes: stdout beyond this is a protocol error (the group is killed).
+        tail_bytes: how much of stderr to keep (the end of it).
+        selector: the selector's name, for errors.
+        on_spawn: called with the pid once the process started.
+        on_kill: called with ``(pid, reason, elapsed_ms, stderr_tail)`` when the group is killed.
+
+    Returns:
+        The stdout of a process that exited with status 0.
+
+    Raises:
+        SelectorProcessError: spawn failure, or a non-zero exit (even with valid stdout).
+        SelectorTimeout: no exit before the deadline.
+        SelectorProtocolError: stdout larger than ``max_output_bytes``.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    proc = spawn(launch, selector=selector, started=started)
+    if on_spawn is not None:
+        on_spawn(proc.pid)
+    out = bytearray()
+    err = TailBuffer(tail_bytes)
+    failure: str | None = None
+    try:
+        failure = _pump(proc, payload, deadline, out, err, max_output_bytes)
+        if failure is None and not wait_exit(proc, deadline):
+            failure = "timeout"
+        kill_group(proc)  # the process, or stragglers of a finished one
+    finally:
+        if failure is not None:
+            kill_group(proc)
+        _close_pipes(proc)
+        _reap(proc)
+    elapsed = _ms_since(started)
+    tail = err.text()
+    if failure is not None and on_kill is not None:
+        on_kill(proc.pid, failure, elapsed, tail)
+    if failure == "timeout":
+        raise SelectorTimeout(
+            f"no answer within {timeout_s * 1000:.0f} ms; process group killed",
+            selector=selector,
+            elapsed_ms=elapsed,
+            stderr_tail=tail,
+        )
+    if failure == "oversized":
+        raise SelectorProtocolError(
+            f"stdout exceeded {max_output_bytes} bytes; process group killed",
+            selector=selector,
+            elapsed_ms=elapsed,
+            stderr_tail=tail,
+        )
+    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    if rc != 0:
+        raise SelectorProcessError(
+            f"selector process {describe_exit(rc)}", selector=selector, elapsed_ms=elapsed, stderr_tail=tail
+        )
+    return RunResult(bytes(out), tail, elapsed, proc.pid)
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    payload: bytes,
+    deadline: float,
+    out: bytearray,
+    err: TailBuffer,
+    max_output_bytes: int,
+) -> str | None:
+    """Shovel bytes until both output pipes close; return ``"timeout"``/``"oversized"`` or None."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin_fd, stdout_fd, stderr_fd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
+    view = memoryview(payload)
+    offset = 0
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        if payload:
+            os.set_blocking(stdin_fd, False)
+            sel.register(stdin_fd, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        sel.register(stdout_fd, selectors.EVENT_READ)
+        sel.register(stderr_fd, selectors.EVENT_READ)
+        open_outputs = 2
+        while open_outputs:
+            now = time.monotonic()
+            if now >= deadline:
+                return "timeout"
+            if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+                return None  # a grandchild holds the pipes; the caller kills the group
+            for key, _ in sel.select(min(deadline - now, _POLL_S)):
+                fd = key.fd
+                if fd == stdin_fd:
+                    try:
+                        offset += os.write(fd, view[offset : offset + _CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except (BrokenPipeError, ConnectionResetError):
+                        offset = len(view)  # the child stopped reading: its exit status will tell
+                    if offset >= len(view):
+                        sel.unregister(fd)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    sel.unregister(fd)
+                    open_outputs -= 1
+                elif fd == stdout_fd:
+                    out += chunk
+                    if len(out) > max_output_bytes:
+                        return "oversized"
+                else:
+                    err.write(chunk)
+            if exited_at is None and open_outputs and _has_exited(proc.pid):
+                exited_at = time.monotonic()
+    return None

@@ -1,0 +1,159 @@
+"""shortlist as an external selector: answer wire-protocol requests on stdin/stdout with any selector.
+
+Single-shot (the reference's spawn-per-call): read one request from stdin until EOF,
+write one response on stdout, exit 0; on a bad request or a failing selector write
+``{"error": "..."}`` on stderr and exit 1, so the calling runtime falls back.
+
+Worker (``--worker``): one request per line, one response per line (echoing the request's
+``id``), until EOF; a bad line or a failing selector is answered ``{"id": ..., "error":
+"..."}`` and the loop goes on. Requests may use the Go reference's capitalised keys.
+
+While the selector runs, anything it prints goes to stderr, so stdout carries only
+protocol documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from collections import OrderedDict
+from typing import IO, Any
+
+from shortlist.exec.protocol import encode_response, parse_request
+from shortlist.selection.base import Selector
+from shortlist.types import Candidate
+
+__all__ = ["CandidateRefs", "answer", "run_exec_selector", "serve_once", "serve_worker"]
+
+logger = logging.getLogger("shortlist.exec")
+
+
+class CandidateRefs:
+    """The candidate lists a worker kept, by ``candidates_ref`` (the most recent few)."""
+
+    def __init__(self, size: int = 4) -> None:
+        self._size = size
+        self._lists: OrderedDict[str, list[Candidate]] = OrderedDict()
+
+    def put(self, ref: str, candidates: list[Candidate]) -> None:
+        """Remember ``candidates`` under ``ref``."""
+        self._lists[ref] = candidates
+        self._lists.move_to_end(ref)
+        while len(self._lists) > self._size:
+            self._lists.popitem(last=False)
+
+    def get(self, ref: str) -> list[Candidate] | None:
+        """The list kept under ``ref``, or None."""
+        found = self._lists.get(ref)
+        if found is not None:
+            self._lists.move_to_end(ref)
+        return found
+
+
+def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = None) -> tuple[bytes, int | str | None]:
+    """Answer one request document with ``selector``.
+
+    Args:
+        selector: the selector to ask.
+        raw: the request document.
+        refs: worker mode: candidate lists kept across requests (``candidates_ref``).
+
+    Returns:
+        The encoded response (one line, no newline) and the request's id.
+
+    Raises:
+        ValueError: the request is not a valid protocol v1 document, or names an unknown
+            ``candidates_ref`` without sending the candidates.
+        Exception: whatever the selector raised.
+    """
+    req = parse_request(raw)
+    candidates = req.candidates
+    kept: str | None = None
+    if refs is not None and req.candidates_ref:
+        if req.has_candidates:
+            refs.put(req.candidates_ref, candidates)
+        else:
+            found = refs.get(req.candidates_ref)
+            if found is None:
+                raise ValueError(f"unknown candidates_ref {req.candidates_ref!r}; send the candidates")
+            candidates = found
+        kept = req.candidates_ref
+    with contextlib.redirect_stdout(sys.stderr):
+        selection = selector.select(req.query, candidates)
+    return encode_response(selection, request_id=req.id, candidates_ref=kept), req.id
+
+
+def _error_doc(message: str, request_id: Any = None) -> bytes:
+    doc: dict[str, Any] = {"id": request_id} if request_id is not None else {}
+    doc["error"] = message
+    return json.dumps(doc, ensure_ascii=False).encode("utf-8")
+
+
+def _request_id_of(line: bytes) -> Any:
+    with contextlib.suppress(ValueError, AttributeError):
+        data = json.loads(line)
+        for key, value in data.items():
+            if key.lower() == "id":
+                return value
+    return None
+
+
+def serve_once(selector: Selector, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> int:
+    """Read one request until EOF, write one response; return the exit code (0, or 1 on error)."""
+    raw = stdin.read()
+    try:
+        out, _ = answer(selector, raw)
+    except Exception as exc:  # reported to the caller as a JSON error on stderr and exit 1
+        logger.debug("exec-selector request failed", exc_info=True)
+        stderr.write(_error_doc(f"{type(exc).__name__}: {exc}") + b"\n")
+        stderr.flush()
+        return 1
+    stdout.write(out + b"\n")
+    stdout.flush()
+    return 0
+
+
+def serve_worker(selector: Selector, stdin: IO[bytes], stdout: IO[bytes]) -> int:
+    """Answer newline-delimited requests until EOF; errors are answered in-band. Returns 0."""
+    refs = CandidateRefs()
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            out, _ = answer(selector, line, refs)
+        except Exception as exc:  # answered in-band: the worker keeps serving
+            logger.warning("exec-selector request failed: %s: %s", type(exc).__name__, exc)
+            out = _error_doc(f"{type(exc).__name__}: {exc}", _request_id_of(line))
+        stdout.write(out + b"\n")
+        stdout.flush()
+    return 0
+
+
+def run_exec_selector(*, selector: str | None = None, config: str | None = None, worker: bool = False) -> int:
+    """Serve the named selector on this process's stdin/stdout (what ``shortlist exec-selector`` runs).
+
+    Args:
+        selector: the selector's name (default: :data:`~shortlist.selection.registry.DEFAULT_SELECTOR`).
+        config: a ``runtime.yaml`` declaring selectors (optional).
+        worker: serve newline-delimited requests until EOF instead of one request.
+
+    Returns:
+        The process exit code.
+
+    Raises:
+        ConfigError: the config is invalid or the selector name does not resolve.
+    """
+    from shortlist.config import load_runtime_config
+    from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
+
+    runtime = load_runtime_config(config) if config else None
+    registry = SelectorRegistry(runtime, source=config)
+    try:
+        chosen = registry.get(selector or DEFAULT_SELECTOR)
+        if worker:
+            return serve_worker(chosen, sys.stdin.buffer, sys.stdout.buffer)
+        return serve_once(chosen, sys.stdin.buffer, sys.stdout.buffer, sys.stderr.buffer)
+    finally:
+        registry.close()

@@ -1,0 +1,192 @@
+"""One persistent selector process speaking newline-delimited JSON: started lazily, restarted when it dies.
+
+Framing: each request is one line of JSON on the worker's stdin (with an ``"id"``), each
+response one line on its stdout (echoing the ``"id"``, or omitting it). Calls are
+serialised with a lock: a worker handles one request at a time. A worker that crashed,
+timed out, or broke the framing is killed (its whole process group) and started again on
+the next call; each restart is an :class:`~shortlist.exec.events.ExecWorkerRestarted` event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import subprocess
+import threading
+import time
+import weakref
+
+from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
+from shortlist.exec.process import TailBuffer, describe_exit, kill_group, spawn
+from shortlist.exec.sandbox import Launch
+
+__all__ = ["WorkerProcess"]
+
+_CHUNK = 65536
+
+
+def _drain(stream: object, tail: TailBuffer, lock: threading.Lock) -> None:
+    read = getattr(stream, "read1", None) or getattr(stream, "read")  # noqa: B009
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := read(_CHUNK):
+            with lock:
+                tail.write(chunk)
+
+
+def _finalize(proc: subprocess.Popen[bytes]) -> None:
+    kill_group(proc)
+
+
+class WorkerProcess:
+    """A live worker process and the pipes to talk to it (used under the owner's lock).
+
+    Args:
+        launch: what to spawn.
+        selector: the selector's name, for errors.
+        tail_bytes: how much of stderr to keep.
+        started: ``time.monotonic()`` of the call that needs it (for elapsed times).
+    """
+
+    def __init__(self, launch: Launch, *, selector: str, tail_bytes: int, started: float) -> None:
+        self.selector = selector
+        self.proc = spawn(launch, selector=selector, started=started)
+        self.pid = self.proc.pid
+        self._tail = TailBuffer(tail_bytes)
+        self._tail_lock = threading.Lock()
+        self._buf = bytearray()
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self._out_fd = self.proc.stdout.fileno()
+        self._in_fd = self.proc.stdin.fileno()
+        os.set_blocking(self._out_fd, False)
+        os.set_blocking(self._in_fd, False)
+        self._drainer = threading.Thread(
+            target=_drain,
+            args=(self.proc.stderr, self._tail, self._tail_lock),
+            name=f"shortlist-exec-stderr-{self.pid}",
+            daemon=True,
+        )
+        self._drainer.start()
+        self._finalizer = weakref.finalize(self, _finalize, self.proc)
+
+    def stderr_tail(self) -> str:
+        """The last bytes the worker wrote on stderr."""
+        with self._tail_lock:
+            return self._tail.text()
+
+    def alive(self) -> bool:
+        """True while the process has not exited."""
+        return self.proc.poll() is None
+
+    def exchange(self, line: bytes, *, deadline: float, max_bytes: int, started: float) -> bytes:
+        """Send one request line and return the next response line (without its newline).
+
+        Raises:
+            SelectorTimeout: no full line before ``deadline``.
+            SelectorProcessError: the worker exited (or closed its pipes) mid-request.
+            SelectorProtocolError: the response line is longer than ``max_bytes``.
+        """
+        with selectors.DefaultSelector() as sel:
+            self._write(sel, line + b"\n", deadline, started)
+            return self._read_line(sel, deadline, max_bytes, started)
+
+    def _write(self, sel: selectors.BaseSelector, data: bytes, deadline: float, started: float) -> None:
+        view = memoryview(data)
+        offset = 0
+        sel.register(self._in_fd, selectors.EVENT_WRITE)
+        try:
+            while offset < len(view):
+                try:
+                    offset += os.write(self._in_fd, view[offset : offset + _CHUNK])
+                    continue
+                except BlockingIOError:
+                    pass
+                except (BrokenPipeError, ConnectionResetError):
+                    raise self._died("stopped reading its stdin", started) from None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._timeout(started)
+                sel.select(remaining)
+        finally:
+            sel.unregister(self._in_fd)
+
+    def _read_line(self, sel: selectors.BaseSelector, deadline: float, max_bytes: int, started: float) -> bytes:
+        sel.register(self._out_fd, selectors.EVENT_READ)
+        try:
+            while True:
+                nl = self._buf.find(b"\n")
+                if nl >= 0:
+                    line = bytes(self._buf[:nl])
+                    del self._buf[: nl + 1]
+                    return line
+                if len(self._buf) > max_bytes:
+                    raise SelectorProtocolError(
+                        f"response line exceeded {max_bytes} bytes",
+                        selector=self.selector,
+                        elapsed_ms=(time.monotonic() - started) * 1000,
+                        stderr_tail=self.stderr_tail(),
+                    )
+                try:
+                    chunk = os.read(self._out_fd, _CHUNK)
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise self._timeout(started) from None
+                    sel.select(remaining)
+                    continue
+                if not chunk:
+                    raise self._died("closed its stdout", started)
+                self._buf += chunk
+        finally:
+            sel.unregister(self._out_fd)
+
+    def _timeout(self, started: float) -> SelectorTimeout:
+        elapsed = (time.monotonic() - started) * 1000
+        return SelectorTimeout(
+            f"worker did not answer within {elapsed:.0f} ms",
+            selector=self.selector,
+            elapsed_ms=elapsed,
+            stderr_tail=self.stderr_tail(),
+        )
+
+    def _died(self, what: str, started: float) -> SelectorProcessError:
+        try:
+            rc: int | None = self.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            rc = None
+        self._drainer.join(timeout=0.2)
+        status = describe_exit(rc) if rc is not None else "is still running"
+        return SelectorProcessError(
+            f"worker {what} ({status})",
+            selector=self.selector,
+            elapsed_ms=(time.monotonic() - started) * 1000,
+            stderr_tail=self.stderr_tail(),
+        )
+
+    def kill(self) -> None:
+        """Kill the worker's process group and release its pipes."""
+        kill_group(self.proc)
+        self._release(0.25)
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        """Close stdin (the worker should exit on EOF), wait up to ``grace_s``, then kill the group."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=grace_s)
+        kill_group(self.proc)
+        self._release(0.25)
+
+    def _release(self, wait_s: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=wait_s)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        self._drainer.join(timeout=0.25)
+        if self.proc.stderr is not None and not self._drainer.is_alive():
+            with contextlib.suppress(OSError):
+                self.proc.stderr.close()
+        self._finalizer.detach()

@@ -1,0 +1,458 @@
+"""Live MCP servers as a tool source, over stdio or streamable HTTP, with the official ``mcp`` SDK.
+
+:class:`MCPClient` (async) connects to several servers, lists their tools as candidates named
+``mcp__<server>__<tool>`` and calls a tool by that name. Each connection is owned by one
+background task (the SDK's transports are task-scoped context managers), so any task of the
+same event loop may use the client. :class:`~shortlist.mcp.sync.MCPToolSource` is the
+blocking wrapper for the CLI.
+
+**Reconnect policy.** A call or listing that fails because the connection is gone (the
+process exited, the stream closed, ``CONNECTION_CLOSED``, an HTTP transport error, or an
+HTTP session the server no longer knows) restarts the stdio process /
+reopens the HTTP session and is retried **once**; a second failure is an
+:class:`MCPServerError`. A tool that answers with an error, or a call that times out, is not
+retried (the server is alive; a side-effecting call must not run twice). Each reconnect is an
+:class:`MCPReconnected` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from shortlist.errors import ConfigError, MissingDependencyError, ShortlistError
+from shortlist.events import Event, EventHook, emit
+from shortlist.mcp.tools import mcp_tool_candidate, parse_tool_name, prefixed_name, validate_server_name
+from shortlist.types import Candidate
+
+__all__ = [
+    "MCPCallResult",
+    "MCPClient",
+    "MCPReconnected",
+    "MCPServerError",
+    "MCPServerSpec",
+    "parse_server_arg",
+    "require_mcp",
+]
+
+logger = logging.getLogger("shortlist.mcp")
+
+_CONNECTION_CLOSED = -32000
+
+
+def require_mcp() -> None:
+    """Import the ``mcp`` SDK or explain how to install it.
+
+    Raises:
+        MissingDependencyError: ``mcp`` is not installed.
+    """
+    try:
+        import mcp.client.stdio
+
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "MCP support needs the 'mcp' extra: pip install 'shortlist[mcp]' (the official `mcp` SDK)"
+        ) from exc
+
+
+class MCPServerError(ShortlistError):
+    """An MCP server could not be reached, or stayed unreachable after one reconnect."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPReconnected(Event):
+    """A dropped MCP server connection was reopened (the stdio process restarted)."""
+
+    name: str = "mcp.reconnected"
+    area: str = "mcp"
+    level: int = logging.WARNING
+    server: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MCPServerSpec:
+    """How to reach one MCP server.
+
+    Args:
+        name: the server's name in tool prefixes (``mcp__<name>__<tool>``).
+        command: the stdio command line (argv); exclusive with ``url``.
+        url: a streamable HTTP endpoint such as ``http://127.0.0.1:8000/mcp``.
+        env: extra environment for a stdio process (merged over the SDK's safe default).
+        cwd: working directory of a stdio process.
+        headers: HTTP headers for ``url`` (authentication, ...).
+
+    Raises:
+        ConfigError: a bad name, or not exactly one of ``command``/``url``.
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_server_name(self.name)
+        object.__setattr__(self, "command", tuple(self.command))
+        if bool(self.command) == bool(self.url):
+            raise ConfigError(f"MCP server {self.name!r} needs exactly one of a command (stdio) or a url (HTTP)")
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"http"``."""
+        return "stdio" if self.command else "http"
+
+
+def parse_server_arg(value: str) -> MCPServerSpec:
+    """Parse ``NAME=COMMAND`` (split with :func:`shlex.split`) or ``NAME=http(s)://URL``.
+
+    Raises:
+        ConfigError: no ``=``, a bad name, or an empty command.
+    """
+    name, sep, rest = value.partition("=")
+    if not sep or not rest.strip():
+        raise ConfigError(f"--mcp-server expects NAME=COMMAND, got {value!r}")
+    rest = rest.strip()
+    if rest.startswith(("http://", "https://")):
+        return MCPServerSpec(name=name.strip(), url=rest)
+    try:
+        argv = shlex.split(rest)
+    except ValueError as exc:
+        raise ConfigError(f"--mcp-server {name}: cannot split the command: {exc}") from None
+    return MCPServerSpec(name=name.strip(), command=tuple(argv))
+
+
+@dataclass(frozen=True, slots=True)
+class MCPCallResult:
+    """The answer of one MCP tool call.
+
+    Attributes:
+        name: the prefixed tool name called.
+        content: the content blocks, as JSON dicts (``{"type": "text", "text": ...}``, ...).
+        structured: the structured content, when the server gave one.
+        is_error: the tool reported an error (the model should see it as a tool error).
+    """
+
+    name: str
+    content: tuple[dict[str, Any], ...]
+    structured: dict[str, Any] | None = None
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines."""
+        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"content": list(self.content), "structured": self.structured, "is_error": self.is_error}
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_connection_error(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):  # closed stream, or an HTTP session the server no longer knows
+        message = exc.message.lower()
+        return exc.code == _CONNECTION_CLOSED or "session not found" in message or "session terminated" in message
+    transport_errors: tuple[type[BaseException], ...] = ()
+    with contextlib.suppress(ImportError):
+        import httpx2
+
+        transport_errors = (httpx2.TransportError,)
+    return isinstance(
+        exc,
+        (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError, EOFError, *transport_errors),
+    )
+
+
+class _Connection:
+    """One server connection, owned by a background task that holds the SDK's context managers."""
+
+    def __init__(self, spec: MCPServerSpec, *, connect_timeout_s: float, call_timeout_s: float) -> None:
+        self.spec = spec
+        self.connect_timeout_s = connect_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.session: Any = None
+        self.tools: list[Candidate] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._errlog: IO[str] | None = None
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The end of what the stdio process wrote on stderr."""
+        if self._errlog is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._errlog.flush()
+            self._errlog.seek(0)
+            return self._errlog.read()[-limit:].strip()
+        return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.session is not None and self._task is not None and not self._task.done()
+
+    def _transport(self) -> Any:
+        if self.spec.command:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=self.spec.command[0],
+                args=list(self.spec.command[1:]),
+                env=dict(self.spec.env) if self.spec.env is not None else None,
+                cwd=self.spec.cwd,
+            )
+            if self._errlog is not None:
+                self._errlog.close()
+            self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            return stdio_client(params, errlog=self._errlog)
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert self.spec.url is not None
+        if self.spec.headers:
+            import httpx2
+
+            client = httpx2.AsyncClient(headers=dict(self.spec.headers), timeout=self.call_timeout_s)
+            return streamable_http_client(self.spec.url, http_client=client)
+        return streamable_http_client(self.spec.url)
+
+    async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        from mcp import ClientSession
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                streams = await stack.enter_async_context(self._transport())
+                read, write = streams[0], streams[1]
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, read_timeout_seconds=self.call_timeout_s)
+                )
+                await session.initialize()
+                self.session = session
+                ready.set_result(None)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else MCPServerError(repr(exc)))
+            elif not isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+                logger.debug("MCP server %s: connection ended: %r", self.spec.name, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.session = None
+
+    async def open(self) -> None:
+        """Start the server / open the session and initialise it."""
+        await self.close()
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self.tools = None
+        self._task = asyncio.create_task(self._run(ready, self._stop), name=f"mcp-{self.spec.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), timeout=self.connect_timeout_s)
+        except asyncio.CancelledError:
+            await self.close()
+            raise
+        except Exception as exc:
+            await self.close()
+            where = self.spec.url or shlex.join(self.spec.command)
+            tail = self.stderr_tail()
+            detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+            raise MCPServerError(
+                f"MCP server {self.spec.name!r} ({where}) did not start: {detail}"
+                + (f"; stderr: {tail[-300:]}" if tail else "")
+            ) from exc
+
+    async def close(self) -> None:
+        """Close the session and stop the process (no error if not open)."""
+        task, stop = self._task, self._stop
+        self._task = self._stop = None
+        self.session = None
+        if task is None:
+            return
+        if stop is not None:
+            stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
+        except BaseException:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+class MCPClient:
+    """Several MCP servers as one tool source (async).
+
+    Args:
+        servers: the servers; names must be unique.
+        connect_timeout_s: how long a server may take to start and initialise.
+        call_timeout_s: how long a request may take.
+        retry_on_disconnect: reconnect and retry once when a server dropped (see the module doc).
+        hooks: event hooks for this client's events.
+
+    Use ``async with MCPClient([...]) as client`` or :meth:`start` / :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        servers: Sequence[MCPServerSpec],
+        *,
+        connect_timeout_s: float = 30.0,
+        call_timeout_s: float = 60.0,
+        retry_on_disconnect: bool = True,
+        hooks: Sequence[EventHook] = (),
+    ) -> None:
+        require_mcp()
+        names = [s.name for s in servers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"duplicate MCP server names: {', '.join(dupes)}")
+        self._conns = {
+            s.name: _Connection(s, connect_timeout_s=connect_timeout_s, call_timeout_s=call_timeout_s) for s in servers
+        }
+        self.retry_on_disconnect = retry_on_disconnect
+        self._hooks = tuple(hooks)
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The server names, in the given order."""
+        return tuple(self._conns)
+
+    def spec(self, server: str) -> MCPServerSpec:
+        """The spec of ``server``."""
+        return self._conn(server).spec
+
+    def _conn(self, server: str) -> _Connection:
+        conn = self._conns.get(server)
+        if conn is None:
+            raise MCPServerError(f"unknown MCP server {server!r} (known: {', '.join(self._conns) or 'none'})")
+        return conn
+
+    def _lock(self, server: str) -> asyncio.Lock:
+        lock = self._locks.get(server)
+        if lock is None:
+            lock = self._locks[server] = asyncio.Lock()
+        return lock
+
+    async def start(self) -> None:
+        """Connect to every server concurrently.
+
+        Raises:
+            MCPServerError: a server did not start (the others are closed again).
+        """
+        results = await asyncio.gather(*(self._ensure(n) for n in self._conns), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.close()
+            raise errors[0]
+
+    async def close(self) -> None:
+        """Disconnect from every server and stop their processes."""
+        await asyncio.gather(*(c.close() for c in self._conns.values()), return_exceptions=True)
+
+    async def __aenter__(self) -> MCPClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _ensure(self, server: str) -> _Connection:
+        conn = self._conn(server)
+        async with self._lock(server):
+            if not conn.alive:
+                await conn.open()
+        return conn
+
+    async def _reconnect(self, server: str, error: BaseException) -> _Connection:
+        conn = self._conn(server)
+        emit(MCPReconnected(server=server, error=f"{type(error).__name__}: {error}"), hooks=self._hooks)
+        async with self._lock(server):
+            await conn.open()
+        return conn
+
+    async def _with_retry(self, server: str, op: Any) -> Any:
+        conn = await self._ensure(server)
+        try:
+            return await op(conn)
+        except Exception as exc:
+            if not (self.retry_on_disconnect and (_is_connection_error(exc) or not conn.alive)):
+                raise
+            first = exc
+        conn = await self._reconnect(server, first)
+        try:
+            return await op(conn)
+        except Exception as exc:
+            if _is_connection_error(exc) or not conn.alive:
+                raise MCPServerError(
+                    f"MCP server {server!r} dropped again after a reconnect: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
+
+    async def list_server_tools(self, server: str, *, refresh: bool = False) -> list[Candidate]:
+        """The tools of one server as candidates (cached until a reconnect or ``refresh``)."""
+
+        async def op(conn: _Connection) -> list[Candidate]:
+            if conn.tools is not None and not refresh:
+                return conn.tools
+            import mcp.types as mt
+
+            tools: list[Candidate] = []
+            cursor: str | None = None
+            while True:
+                params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+                result = await conn.session.list_tools(params=params)
+                for tool in result.tools:
+                    item = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    tools.append(mcp_tool_candidate(server, item))
+                cursor = result.next_cursor
+                if not cursor:
+                    break
+            conn.tools = tools
+            return tools
+
+        tools: list[Candidate] = await self._with_retry(server, op)
+        return tools
+
+    async def list_candidates(self, *, refresh: bool = False) -> list[Candidate]:
+        """Every server's tools as candidates, servers in order (listed concurrently)."""
+        lists = await asyncio.gather(*(self.list_server_tools(n, refresh=refresh) for n in self._conns))
+        return [c for tools in lists for c in tools]
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> MCPCallResult:
+        """Call the tool ``mcp__<server>__<tool>``.
+
+        Raises:
+            MCPServerError: not an MCP tool name, an unknown server, or the server is unreachable.
+        """
+        parsed = parse_tool_name(name)
+        if parsed is None:
+            raise MCPServerError(f"{name!r} is not an MCP tool name (mcp__<server>__<tool>)")
+        server, tool = parsed
+
+        async def op(conn: _Connection) -> MCPCallResult:
+            result = await conn.session.call_tool(tool, dict(arguments or {}))
+            blocks = tuple(b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content)
+            structured = result.structured_content
+            return MCPCallResult(
+                name=prefixed_name(server, tool),
+                content=blocks,
+                structured=dict(structured) if isinstance(structured, Mapping) else None,
+                is_error=bool(result.is_error),
+            )
+
+        res: MCPCallResult = await self._with_retry(server, op)
+        return res

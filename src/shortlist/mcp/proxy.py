@@ -1,0 +1,182 @@
+"""A narrowing MCP proxy: one MCP server that fronts several, for clients that cannot narrow.
+
+The proxy connects to the upstream servers (:class:`~shortlist.mcp.client.MCPClient`) and
+offers its own client:
+
+* a **narrowed tool list**: the ``search_tools`` tool, the tools matching ``always_include``
+  patterns, and the tools that earlier searches surfaced (most recent first, at most
+  ``max_offered``); it never lists every upstream tool. Over stdio a proxy process serves one
+  client, so this state is the proxy's (:meth:`MCPProxy.listed` takes a ``session`` key for
+  transports that serve several);
+* ``search_tools{query, k?}``: narrows every upstream tool for ``query`` with the bound
+  selector (MCP unpinned, see :func:`~shortlist.mcp.tools.mcp_policy`) and returns the top
+  tools with their input schemas; they join this session's tool list, and the proxy sends
+  ``notifications/tools/list_changed`` so the client lists again;
+* **forwarding**: a call to ``mcp__<server>__<tool>`` goes to that upstream (with the
+  client's reconnect policy). A tool that exists upstream is forwarded even if it was not
+  offered yet; an unknown one is a tool error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from shortlist.mcp.client import MCPClient
+from shortlist.mcp.tools import mcp_policy, parse_tool_name
+from shortlist.selection.base import Selector
+from shortlist.selection.narrowing import NarrowingPolicy, anarrow
+from shortlist.types import Candidate, Query
+
+__all__ = ["SEARCH_TOOLS", "MCPProxy"]
+
+logger = logging.getLogger("shortlist.mcp")
+
+SEARCH_TOOLS = "search_tools"
+
+_SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "What you want to do, in plain words."},
+        "k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many tools to return."},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+class MCPProxy:
+    """The proxy's logic, independent of the transport it is served on.
+
+    Args:
+        client: the started upstream client.
+        selector: the selector that ranks tools for ``search_tools`` (None: the first ``k``).
+        k: tools returned by a search (when the caller gives no ``k``).
+        policy: the base narrowing policy (``mcp`` is unpinned from it).
+        always_include: ``fnmatch`` patterns of prefixed tool names always listed.
+        max_offered: the most searched tools kept in a session's list.
+    """
+
+    def __init__(
+        self,
+        client: MCPClient,
+        *,
+        selector: Selector | None,
+        k: int = 5,
+        policy: NarrowingPolicy | None = None,
+        always_include: Sequence[str] = (),
+        max_offered: int = 50,
+    ) -> None:
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        self.client = client
+        self.selector = selector
+        self.k = k
+        self.policy = mcp_policy(policy)
+        self.always_include = tuple(always_include)
+        self.max_offered = max_offered
+        self._offered: dict[int, dict[str, None]] = {}  # session key -> tool ids, most recent last
+
+    def search_tool(self) -> Candidate:
+        """The ``search_tools`` tool definition."""
+        return Candidate(
+            id=SEARCH_TOOLS,
+            description="Find the tools for a task among every tool of the connected MCP servers. Returns the "
+            "best matches with their input schemas; they are then added to your tool list.",
+            parameters=_SEARCH_SCHEMA,
+        )
+
+    async def listed(self, session: int = 0) -> list[Candidate]:
+        """What ``tools/list`` shows to ``session``: search_tools, pins, then searched tools."""
+        tools = {c.id: c for c in await self.client.list_candidates()}
+        ids = [i for i in tools if any(fnmatch.fnmatchcase(i, p) for p in self.always_include)]
+        ids += [i for i in reversed(self._offered.get(session, {})) if i in tools and i not in ids]
+        return [self.search_tool(), *(tools[i] for i in ids)]
+
+    async def search(self, query: str, k: int | None = None, *, session: int = 0) -> dict[str, Any]:
+        """Narrow every upstream tool for ``query``; the results join ``session``'s list.
+
+        Returns:
+            ``{"query", "tools": [{"name", "description", "inputSchema", "score"?}], "fallback", "selector"}``.
+        """
+        k = max(1, min(int(k or self.k), 50))
+        candidates = await self.client.list_candidates()
+        turn = await anarrow(self.selector, Query(text=query, kind="tool", k=k), candidates, self.policy)
+        chosen = list(turn.surfaced[:k])
+        offered = self._offered.setdefault(session, {})
+        for c in reversed(chosen):
+            offered.pop(c.id, None)
+            offered[c.id] = None
+        while len(offered) > self.max_offered:
+            offered.pop(next(iter(offered)))
+        tools = []
+        for c in chosen:
+            item: dict[str, Any] = {"name": c.id, "description": c.description, "inputSchema": dict(c.parameters or {})}
+            if c.id in turn.scores:
+                item["score"] = turn.scores[c.id]
+            tools.append(item)
+        return {"query": query, "tools": tools, "fallback": turn.fallback, "selector": turn.selector}
+
+    def build_server(self, name: str = "shortlist-proxy") -> Any:
+        """A low-level ``mcp`` :class:`Server` serving this proxy."""
+        import mcp.types as mt
+        from mcp.server.lowlevel import Server
+
+        def to_tool(c: Candidate) -> Any:
+            return mt.Tool(
+                name=c.id,
+                description=c.description,
+                input_schema=dict(c.parameters or {"type": "object", "properties": {}}),
+            )
+
+        def error(message: str) -> Any:
+            return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True)
+
+        async def on_list_tools(ctx: Any, params: Any) -> Any:
+            return mt.ListToolsResult(tools=[to_tool(c) for c in await self.listed()])
+
+        async def on_call_tool(ctx: Any, params: Any) -> Any:
+            args = dict(params.arguments or {})
+            if params.name == SEARCH_TOOLS:
+                query = args.get("query")
+                if not isinstance(query, str) or not query.strip():
+                    return error("search_tools needs a non-empty 'query' string")
+                raw_k = args.get("k")
+                if raw_k is not None and (isinstance(raw_k, bool) or not isinstance(raw_k, int)):
+                    return error("search_tools: 'k' must be an integer")
+                found = await self.search(query, raw_k)
+                try:
+                    await ctx.session.send_tool_list_changed()
+                except Exception as exc:  # the client may not accept notifications; the answer still stands
+                    logger.debug("tools/list_changed not sent: %r", exc)
+                return mt.CallToolResult(
+                    content=[mt.TextContent(type="text", text=json.dumps(found, ensure_ascii=False))],
+                    structured_content=found,
+                )
+            if parse_tool_name(params.name) is None:
+                return error(f"unknown tool {params.name!r}; use search_tools to find tools")
+            known = {c.id for c in await self.client.list_candidates()}
+            if params.name not in known:
+                return error(f"unknown tool {params.name!r}; use search_tools to find tools")
+            try:
+                result = await self.client.call(params.name, args)
+            except Exception as exc:  # an upstream failure is the model's tool error, not a proxy crash
+                return error(f"{params.name} failed: {type(exc).__name__}: {exc}")
+            return mt.CallToolResult.model_validate(
+                {"content": list(result.content), "structuredContent": result.structured, "isError": result.is_error}
+            )
+
+        return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+    async def serve_stdio(self) -> None:
+        """Serve the proxy on this process's stdin/stdout until the client disconnects."""
+        from mcp.server.lowlevel import NotificationOptions
+        from mcp.server.stdio import stdio_server
+
+        server = self.build_server()
+        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        async with stdio_server() as (read, write):
+            await server.run(read, write, options)

@@ -1,0 +1,168 @@
+"""MCP tools as candidates: prefixed names, wildcard expansion, and narrowing with MCP unpinned.
+
+Naming: a tool ``get_current_time`` of the server ``time`` is the candidate
+``mcp__time__get_current_time`` (id and name), with the tool's ``inputSchema`` as
+``parameters`` and ``metadata = {"server", "tool", "namespace": "mcp", "format": "mcp"}``.
+
+**Decision — pinning vs narrowing.** The default :class:`~shortlist.selection.PinPolicy`
+pins the whole ``mcp`` namespace (seed 000: "``mcp__`` tools are always preserved"). For a
+live MCP tool source that would defeat narrowing, so :func:`mcp_policy` derives a policy
+whose namespaces exclude ``mcp``: explicit MCP tools are ordinary candidates, while
+``mcp__<server>__*`` wildcard entries stay pinned (``pin_wildcards``) and are expanded to the
+server's tools, as a set, after narrowing (:func:`expand_tool_patterns`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from shortlist.errors import ConfigError
+from shortlist.events import EventHook
+from shortlist.selection.base import Selector
+from shortlist.selection.narrowing import NarrowingPolicy, TurnSelection, is_wildcard, narrow
+from shortlist.types import Candidate, Query
+
+__all__ = [
+    "MCP_PREFIX",
+    "MCPToolSelection",
+    "expand_tool_patterns",
+    "mcp_policy",
+    "mcp_tool_candidate",
+    "parse_tool_name",
+    "prefixed_name",
+    "select_mcp_tools",
+    "validate_server_name",
+]
+
+MCP_PREFIX = "mcp__"
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
+
+
+def validate_server_name(name: str) -> str:
+    """Return ``name`` if it can prefix tool names (letters, digits, ``-``, single ``_``).
+
+    Raises:
+        ConfigError: an empty name, other characters, or ``__`` (the separator).
+    """
+    if not isinstance(name, str) or not _SERVER_NAME.match(name) or name.endswith("_"):
+        raise ConfigError(
+            f"MCP server name {name!r} must use letters, digits, '-' and single '_' (no '__', it separates names)"
+        )
+    return name
+
+
+def prefixed_name(server: str, tool: str) -> str:
+    """``mcp__<server>__<tool>``."""
+    return f"{MCP_PREFIX}{server}__{tool}"
+
+
+def parse_tool_name(name: str) -> tuple[str, str] | None:
+    """Split ``mcp__<server>__<tool>`` into ``(server, tool)``; None for another name."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, sep, tool = name[len(MCP_PREFIX) :].partition("__")
+    if not sep or not server or not tool:
+        return None
+    return server, tool
+
+
+def mcp_tool_candidate(server: str, tool: Mapping[str, Any]) -> Candidate:
+    """The candidate of one MCP tool (a ``tools/list`` item: ``name``, ``description``, ``inputSchema``)."""
+    name = str(tool["name"])
+    schema = tool.get("inputSchema") or tool.get("input_schema")
+    meta: dict[str, Any] = {"server": server, "tool": name, "namespace": "mcp", "format": "mcp"}
+    if tool.get("title"):
+        meta["title"] = tool["title"]
+    return Candidate(
+        id=prefixed_name(server, name),
+        description=str(tool.get("description") or ""),
+        parameters=dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}},
+        metadata=meta,
+    )
+
+
+def mcp_policy(base: NarrowingPolicy | None = None) -> NarrowingPolicy:
+    """``base`` (default: :class:`NarrowingPolicy()`) with ``mcp`` removed from the pinned namespaces.
+
+    Wildcard entries stay pinned (``pin_wildcards=True`` is forced).
+    """
+    base = base or NarrowingPolicy()
+    pins = replace(base.pins, namespaces=tuple(n for n in base.pins.namespaces if n != "mcp"), pin_wildcards=True)
+    return replace(base, pins=pins)
+
+
+def expand_tool_patterns(entries: Iterable[str], tools: Iterable[str]) -> list[str]:
+    """Expand ``allowed_tools``-style ``entries`` against the concrete ``tools``.
+
+    A wildcard entry (``mcp__git__*``) becomes every matching tool, as a set; a plain entry is
+    kept when it is one of ``tools``. The result keeps the entries' order (each wildcard's
+    matches sorted by name) without duplicates.
+    """
+    known = list(dict.fromkeys(tools))
+    known_set = set(known)
+    out: dict[str, None] = {}
+    for entry in entries:
+        if is_wildcard(entry):
+            for t in sorted(t for t in known if fnmatch.fnmatchcase(t, entry)):
+                out[t] = None
+        elif entry in known_set:
+            out[entry] = None
+    return list(out)
+
+
+@dataclass(frozen=True, slots=True)
+class MCPToolSelection:
+    """One turn's MCP tools: the narrowing itself and the concrete tools it offers.
+
+    Attributes:
+        turn: the narrowing (wildcard entries appear in it as pinned pseudo-candidates).
+        tools: the concrete tools offered this turn, wildcards expanded, in turn order.
+    """
+
+    turn: TurnSelection
+    tools: tuple[Candidate, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The offered tool ids."""
+        return tuple(c.id for c in self.tools)
+
+
+def select_mcp_tools(
+    selector: Selector | None,
+    query: Query,
+    tools: Sequence[Candidate],
+    allowed_tools: Sequence[str] | None = None,
+    policy: NarrowingPolicy | None = None,
+    *,
+    hooks: Sequence[EventHook] = (),
+) -> MCPToolSelection:
+    """Narrow live MCP tools for a turn, honouring ``allowed_tools`` and its wildcards.
+
+    Args:
+        selector: the bound selector (None: everything allowed surfaces).
+        query: the turn's query (``kind="tool"``).
+        tools: every tool the servers list (candidates from :func:`mcp_tool_candidate`).
+        allowed_tools: the pack's entries; None allows every listed tool. Explicit names are
+            ranked like any tool; ``mcp__srv__*`` entries survive narrowing and expand to that
+            server's tools. Names that resolve to no listed tool are skipped.
+        policy: the base policy; ``mcp`` is removed from its pinned namespaces (:func:`mcp_policy`).
+        hooks: extra event hooks.
+    """
+    by_id = {c.id: c for c in tools}
+    entries = list(by_id) if allowed_tools is None else list(dict.fromkeys(allowed_tools))
+    eligible: list[Candidate] = []
+    for entry in entries:
+        if is_wildcard(entry):
+            eligible.append(
+                Candidate(id=entry, description=f"every tool matching {entry}", metadata={"wildcard": True})
+            )
+        elif entry in by_id:
+            eligible.append(by_id[entry])
+    turn = narrow(selector, query, eligible, mcp_policy(policy), hooks=hooks)
+    expanded = expand_tool_patterns(turn.ids, by_id)
+    return MCPToolSelection(turn=turn, tools=tuple(by_id[i] for i in expanded))

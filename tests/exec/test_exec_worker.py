@@ -1,0 +1,146 @@
+"""Persistent worker mode: one process reused, restarted after a crash, a timeout or broken framing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+from exec_helpers import BEHAVE, PYTHON, process_gone
+
+from shortlist.errors import SelectorProcessError, SelectorProtocolError
+from shortlist.events import Event
+from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned, ExecWorkerRestarted
+from shortlist.selection.narrowing import narrow
+from shortlist.types import Candidate, Query
+
+CANDS = [Candidate("a"), Candidate("b"), Candidate("c")]
+
+
+def worker(*args: str, timeout_ms: int = 3000) -> ExecSelector:
+    return ExecSelector("w", PYTHON, [BEHAVE, *args], worker=True, timeout_ms=timeout_ms)
+
+
+def pid_of(sel: ExecSelector, text: str = "hello") -> int:
+    return int(sel.select(Query(text, k=1), CANDS).reason)
+
+
+def test_one_process_serves_many_calls_and_close_stops_it(events: list[Event]) -> None:
+    sel = worker("worker_pid")
+    pids = {pid_of(sel) for _ in range(5)}
+    assert len(pids) == 1
+    assert sum(isinstance(e, ExecSpawned) and e.worker for e in events) == 1
+    sel.close()
+    assert process_gone(pids.pop())
+    sel.close()  # idempotent
+
+
+def test_first_k_answer_and_request_ids() -> None:
+    with worker("worker") as sel:
+        for k in (1, 2, 3):
+            assert sel.select(Query("x", k=k), CANDS).selected == ("a", "b", "c")[:k]
+
+
+def test_crashed_worker_is_restarted(events: list[Event]) -> None:
+    with worker("worker_crash", "boom") as sel:
+        assert sel.select(Query("fine", k=1), CANDS).selected == ("a",)
+        with pytest.raises(SelectorProcessError, match="exited with status 7") as info:
+            sel.select(Query("boom now", k=1), CANDS)
+        assert "crashing on purpose" in info.value.stderr_tail
+        assert sel.select(Query("fine again", k=2), CANDS).selected == ("a", "b")
+    (restart,) = [e for e in events if isinstance(e, ExecWorkerRestarted)]
+    assert restart.reason == "crashed" and restart.restarts == 1 and restart.pid != restart.old_pid
+
+
+def test_worker_that_died_between_calls_is_restarted_transparently(events: list[Event]) -> None:
+    with worker("worker_pid") as sel:
+        first = pid_of(sel)
+        os.kill(first, signal.SIGKILL)
+        assert process_gone(first)
+        second = pid_of(sel)  # this call succeeds on a fresh worker
+        assert second != first
+    assert [e.reason for e in events if isinstance(e, ExecWorkerRestarted)] == ["exited"]
+
+
+def test_worker_timeout_kills_and_restarts(events: list[Event]) -> None:
+    with worker("worker_sleep", "slow", timeout_ms=400) as sel:
+        assert sel.select(Query("quick", k=1), CANDS).selected == ("a",)
+        start = time.monotonic()
+        turn = narrow(sel, Query("slow please", k=1), CANDS)
+        assert time.monotonic() - start < 0.4 + 0.5
+        assert turn.fallback == "timeout"
+        assert sel.select(Query("quick", k=1), CANDS).selected == ("a",)
+    killed = [e for e in events if isinstance(e, ExecKilled)]
+    assert [k.reason for k in killed] == ["timeout"] and killed[0].worker
+    assert process_gone(killed[0].pid)
+    assert [e.reason for e in events if isinstance(e, ExecWorkerRestarted)] == ["timeout"]
+
+
+def test_worker_protocol_error_restarts(events: list[Event]) -> None:
+    with worker("worker_garbage", "junk") as sel:
+        with pytest.raises(SelectorProtocolError, match="not exactly one JSON document"):
+            sel.select(Query("junk", k=1), CANDS)
+        assert sel.select(Query("ok", k=1), CANDS).selected == ("a",)
+    assert [e.reason for e in events if isinstance(e, ExecWorkerRestarted)] == ["protocol_error"]
+
+
+def test_worker_missing_binary_is_a_spawn_error() -> None:
+    sel = ExecSelector("w", "/nonexistent/worker", worker=True)
+    with pytest.raises(SelectorProcessError, match="cannot start"):
+        sel.select(Query("x"), CANDS)
+    assert narrow(sel, Query("x"), CANDS).fallback == "error"
+
+
+def test_concurrent_calls_are_serialised() -> None:
+    results: list[tuple[str, ...]] = []
+    errors: list[BaseException] = []
+    with worker("worker") as sel:
+
+        def call(k: int) -> None:
+            try:
+                results.append(sel.select(Query(f"q{k}", k=k), CANDS).selected)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=call, args=(1 + i % 3,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert sorted(results) == sorted(("a", "b", "c")[: 1 + i % 3] for i in range(12))
+
+
+def test_unchanged_candidates_are_sent_once_to_a_worker_that_keeps_them() -> None:
+    other = [Candidate("x"), Candidate("y")]
+    with worker("worker_ref") as sel:
+        reasons = [sel.select(Query("q", k=1), cands).reason for cands in (CANDS, CANDS, CANDS, other, other, CANDS)]
+        assert reasons == ["full", "ref", "ref", "full", "ref", "full"]
+        assert sel.select(Query("q", k=2), other).selected == ("x", "y")
+
+
+def test_candidates_are_resent_when_the_worker_forgot_them() -> None:
+    with worker("worker_forgetful") as sel:
+        for _ in range(3):
+            selection = sel.select(Query("q", k=2), CANDS)
+            assert selection.selected == ("a", "b") and selection.reason == "full"
+
+
+def test_a_worker_that_does_not_acknowledge_always_gets_the_candidates() -> None:
+    with worker("worker") as sel:  # never echoes candidates_ref
+        for k in (1, 2, 3, 1):
+            assert sel.select(Query("q", k=k), CANDS).selected == ("a", "b", "c")[:k]
+
+
+def test_worker_env_is_isolated_like_spawn_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHORTLIST_TEST_SECRET", "s3cr3t")
+    monkeypatch.setenv("GRANTED_FROM_HOST", "host-value")
+    sel = ExecSelector("w", PYTHON, [BEHAVE, "worker_env"], worker=True, env=["GRANTED_FROM_HOST", "LIT=1"])
+    with sel:
+        env = json.loads(sel.select(Query("x"), CANDS).reason)
+    assert env["GRANTED_FROM_HOST"] == "host-value" and env["LIT"] == "1"
+    assert "SHORTLIST_TEST_SECRET" not in env
+    assert set(env) <= {"PATH", "HOME", "LANG", "LC_CTYPE", "GRANTED_FROM_HOST", "LIT"}
