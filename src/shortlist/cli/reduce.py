@@ -1,0 +1,128 @@
+"""``shortlist reduce``: fit an OpenAI chat ``messages`` file to a token/character budget.
+
+Prints the reduced messages (with ``--json``: the messages, the token counts before and after,
+and the diagnostics). Exit code 3, with a message saying by how much, when the budget cannot be
+met without touching protected content.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from shortlist.cli._output import fail, write_json
+from shortlist.errors import ContextBudgetError
+from shortlist.reduction import (
+    ContextSelector,
+    Diagnostics,
+    ExecutionContext,
+    MessageFormatError,
+    ReductionStage,
+    counter_for_model,
+    newest_first_selector,
+    openai_from_fragments,
+    openai_to_fragments,
+    relevance_selector,
+)
+
+__all__ = ["register"]
+
+BUDGET_EXIT_CODE = 3
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``reduce`` subcommand to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "reduce",
+        help="fit a conversation to a token/character budget",
+        description=(
+            "Reduce an OpenAI chat messages array to a budget without touching protected content "
+            "(system/developer messages, the last user message, the newest step). Exit code 3 when "
+            "that is impossible."
+        ),
+    )
+    parser.add_argument("--messages", required=True, metavar="FILE", help="JSON array of chat messages ('-' = stdin)")
+    parser.add_argument("--max-tokens", type=_positive_int, metavar="N", help="token budget")
+    parser.add_argument("--max-chars", type=_positive_int, metavar="N", help="character budget")
+    parser.add_argument(
+        "--selector",
+        choices=("newest", "relevance"),
+        default="newest",
+        help="local selector: newest steps that fit, or the steps most relevant to the last user turn",
+    )
+    parser.add_argument("--model", default=None, help="model name choosing the tokenizer (default o200k_base)")
+    parser.add_argument("--json", action="store_true", help="print messages, token counts and diagnostics")
+    parser.set_defaults(func=run)
+
+
+def _load(path: str) -> list[Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MessageFormatError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MessageFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise MessageFormatError(f"{path}: expected a JSON array of messages (or an object with 'messages')")
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handle ``shortlist reduce``; returns the exit code."""
+    if args.max_tokens is None and args.max_chars is None:
+        return fail("reduce: give --max-tokens, --max-chars or both")
+    messages = _load(args.messages)
+    fragments = openai_to_fragments(messages)
+    counter = counter_for_model(args.model)
+    selector: ContextSelector = relevance_selector() if args.selector == "relevance" else newest_first_selector()
+    stage = ReductionStage(
+        "cli",
+        max_tokens=args.max_tokens,
+        max_chars=args.max_chars,
+        counter=counter,
+        selector=selector,
+        max_calls=0,
+    )
+    diagnostics = Diagnostics()
+    try:
+        result = stage.reduce_sync(fragments, ExecutionContext(diagnostics=diagnostics))
+    except ContextBudgetError as exc:
+        return fail(f"reduce: {exc}", code=BUDGET_EXIT_CODE)
+    reduced = openai_from_fragments(result.fragments)
+    if not args.json:
+        write_json(reduced)
+        return 0
+    tokens_before = result.tokens_before
+    tokens_after = result.tokens_after
+    if tokens_before is None:  # char budget only: still report tokens
+        tokens_before = sum(counter.count(f.text) for f in fragments)
+        tokens_after = sum(counter.count(f.text) for f in result.fragments)
+    write_json(
+        {
+            "messages": reduced,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+            "chars_before": result.chars_before,
+            "chars_after": result.chars_after,
+            "counter": counter.name,
+            "diagnostics": diagnostics.to_list(),
+        }
+    )
+    return 0
