@@ -9,14 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from exec_helpers import PYTHON
 
 from shortlist.events import Event
 from shortlist.exec import ExecSelector, ExecSpawned
 from shortlist.exec.server import answer, serve_worker
 from shortlist.selection.base import FunctionSelector
-from shortlist.selection.lexical import LexicalSelector
 from shortlist.selection.narrowing import narrow
+from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
 from shortlist.types import Candidate, Query
 
 CLI = [PYTHON, "-m", "shortlist.cli", "exec-selector"]
@@ -41,7 +42,7 @@ def test_go_shaped_payload_through_the_real_cli() -> None:
     response = json.loads(proc.stdout)
     assert response["selected"][0] == "refund_order"
     assert len(response["scores"]) == len(response["selected"])
-    expected = LexicalSelector().select(Query("please refund my order", kind="skill"), CANDS)
+    expected = create_builtin_selector(DEFAULT_SELECTOR).select(Query("please refund my order", kind="skill"), CANDS)
     assert tuple(response["selected"]) == expected.selected
 
 
@@ -93,9 +94,12 @@ def test_our_exec_client_round_trips_through_exec_selector_worker(events: list[E
     with ExecSelector(
         "shortlist", PYTHON, ["-m", "shortlist.cli", "exec-selector", "--worker"], worker=True, timeout_ms=30000
     ) as sel:
+        local = create_builtin_selector(DEFAULT_SELECTOR)
         for text in ("refund my order", "weather in paris", "where is my package"):
             query = Query(text, k=2)
-            assert sel.select(query, CANDS) == LexicalSelector().select(query, CANDS)
+            remote, here = sel.select(query, CANDS), local.select(query, CANDS)
+            assert remote.selected == here.selected
+            assert remote.scores == pytest.approx(here.scores, abs=1e-5)
         turn = narrow(sel, Query("track my package"), CANDS)
         assert turn.fallback is None and turn.ranked[0] == "track_package"
     assert sum(isinstance(e, ExecSpawned) for e in events) == 1

@@ -127,7 +127,8 @@ def test_bm25_edge_cases() -> None:
 
 
 async def test_a_ranker_from_the_rankers_package_can_score_steps() -> None:
-    bm25 = pytest.importorskip("shortlist.rankers.bm25", reason="the rankers package is not part of this build")
+    from shortlist.rankers import bm25
+
     texts = ["the kafka consumer lives in ingest/consumer.py", "weather report sunny", "unit tests green"]
     selector = relevance_selector(query="where is the kafka consumer", scorer=ranker_scorer(bm25.Bm25Ranker()))
     kept = await selector.select(make_call(texts, keep_words=7), ExecutionContext())

@@ -82,14 +82,25 @@ class Ranker(Selector):
     def score(self, query: Query, candidates: Sequence[Candidate]) -> Scores:
         """Return one score per candidate (higher is better), aligned with ``candidates``."""
 
+    def score_with_confidence(self, query: Query, candidates: Sequence[Candidate]) -> tuple[Scores, Scores]:
+        """Return ``(ranking scores, confidence scores)``; abstention is judged on the second.
+
+        The default uses :meth:`score` for both. A ranker whose ranking scores are not
+        calibrated (rank fusion, say) overrides this to judge abstention on a calibrated
+        signal such as a cosine.
+        """
+        scores = self.score(query, candidates)
+        return scores, scores
+
     def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Score, apply abstention, take the top ``k`` (fixed or adaptive)."""
         if not candidates:
             return Selection()
-        scores = np.asarray(self.score(query, candidates), dtype=np.float64)
+        raw, confidence = self.score_with_confidence(query, candidates)
+        scores = np.asarray(raw, dtype=np.float64)
         if scores.shape != (len(candidates),):
             raise ValueError(f"{self.name}: score() returned shape {scores.shape} for {len(candidates)} candidates")
-        if self.abstention is not None and self.abstention.abstains(scores):
+        if self.abstention is not None and self.abstention.abstains(np.asarray(confidence, dtype=np.float64)):
             return Selection(reason="abstained: no candidate fits the query", abstained=True)
         k = min(query.k or self.top_k, len(candidates))
         if k < len(candidates):

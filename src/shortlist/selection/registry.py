@@ -39,7 +39,7 @@ BUILTIN_SELECTORS: dict[str, str] = {
 }
 
 #: The selector used when none is named (the best one measured; see README "Benchmarks").
-DEFAULT_SELECTOR = "lexical"
+DEFAULT_SELECTOR = "hybrid"
 
 
 def builtin_selector_names() -> tuple[str, ...]:

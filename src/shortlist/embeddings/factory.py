@@ -1,0 +1,96 @@
+"""Build an embedding provider from its runtime-config entry (``spec.embedding_providers``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shortlist.config import EmbeddingProviderConfig
+from shortlist.embeddings.base import Embedder
+from shortlist.errors import ConfigError
+
+__all__ = ["OPENAI_COMPATIBLE_DEFAULTS", "build_embedder"]
+
+#: Provider type -> (default base URL, default key variable) of its OpenAI-compatible endpoint.
+OPENAI_COMPATIBLE_DEFAULTS: dict[str, tuple[str, str | None]] = {
+    "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "ollama": ("http://localhost:11434/v1", None),
+    "voyageai": ("https://api.voyageai.com/v1", "VOYAGE_API_KEY"),
+    "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY"),
+}
+
+_DEFAULT_OPTIONS = frozenset({"intra_op_num_threads", "batch_threads", "max_length", "query_cache_size"})
+_OPENAI_OPTIONS = frozenset({"max_retries", "backoff_s", "dimensions", "headers"})
+
+
+def build_embedder(cfg: EmbeddingProviderConfig) -> Embedder:
+    """Return the :class:`Embedder` an ``embedding_providers`` entry describes.
+
+    ``default`` is the embedded offline model (``model`` must be empty or its name);
+    ``openai``, ``ollama``, ``voyageai`` and ``gemini`` use their OpenAI-compatible
+    ``/embeddings`` endpoint (``base_url`` overrides the usual one; ``model`` is required;
+    the key comes from ``credential.credential_env`` or the provider's usual variable).
+    ``additional_config`` passes extra options (e.g. ``intra_op_num_threads``,
+    ``dimensions``, ``max_retries``; ``vector_cache``: a SQLite file that keeps vectors
+    across processes, for any type).
+
+    Raises:
+        ConfigError: a missing model, an unknown option or an unsupported type.
+    """
+    where = f"embedding_providers[{cfg.effective_id}]"
+    extra: dict[str, Any] = dict(cfg.additional_config)
+    cache_path = extra.pop("vector_cache", None)
+    embedder = _build(cfg, extra, where)
+    if cache_path:
+        from shortlist.embeddings.cache import CachingEmbedder
+
+        return CachingEmbedder(embedder, str(cache_path))
+    return embedder
+
+
+def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> Embedder:
+    if cfg.type == "default":
+        from shortlist.embeddings.default import DEFAULT_MODEL_NAME, DefaultEmbedder
+
+        if cfg.model not in (None, "", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"):
+            raise ConfigError(
+                f"type 'default' is the embedded {DEFAULT_MODEL_NAME}; remove model={cfg.model!r} "
+                "or use type 'openai' with a base_url for another model",
+                path=where,
+            )
+        _check_options(extra, _DEFAULT_OPTIONS, where)
+        return DefaultEmbedder(batch_size=cfg.batch_size, **extra)
+    defaults = OPENAI_COMPATIBLE_DEFAULTS.get(cfg.type)
+    if defaults is None:
+        raise ConfigError(
+            f"embedding provider type {cfg.type!r} is not supported; use 'default' or an "
+            "OpenAI-compatible type ('openai' with base_url)",
+            path=where,
+        )
+    if not cfg.model:
+        raise ConfigError(f"type {cfg.type!r} needs 'model' (the embedding model name to request)", path=where)
+    base_url, key_env = defaults
+    if cfg.credential and cfg.credential.credential_env:
+        key_env = cfg.credential.credential_env
+    _check_options(extra, _OPENAI_OPTIONS, where)
+    from shortlist.embeddings.openai import OpenAIEmbedder
+
+    try:
+        return OpenAIEmbedder(
+            model=cfg.model,
+            base_url=cfg.base_url or base_url,
+            api_key_env=key_env,
+            timeout_s=cfg.timeout_s,
+            batch_size=cfg.batch_size,
+            **extra,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
+
+
+def _check_options(extra: dict[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = sorted(set(extra) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"unknown additional_config option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}",
+            path=where,
+        )

@@ -1,0 +1,202 @@
+"""Public test doubles for code that uses shortlist, and the switch that blocks real model calls.
+
+Doubles: :class:`StaticSelector` (always the same ids), :class:`FailingSelector` (always
+raises), :class:`SlowSelector` (sleeps, then answers), :class:`HashEmbedder` (deterministic
+vectors from token hashes: texts sharing words are close) and :class:`ScriptedModel` (a
+model callable that replays scripted answers and records prompts).
+
+Rankers that call a host model (the LLM judge) refuse to run while model requests are
+blocked, unless the model is a test double (anything with ``shortlist_test_double =
+True``). Requests are blocked inside pytest (``PYTEST_CURRENT_TEST`` is set) and inside
+:func:`block_model_requests`; :func:`allow_model_requests` lifts the block explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from shortlist.embeddings.base import Embedder, Vectors
+from shortlist.selection.base import Selector
+from shortlist.types import Candidate, Query, Selection
+
+__all__ = [
+    "FailingSelector",
+    "HashEmbedder",
+    "ScriptedModel",
+    "SlowSelector",
+    "StaticSelector",
+    "allow_model_requests",
+    "block_model_requests",
+    "is_test_double",
+    "model_requests_blocked",
+]
+
+_override: contextvars.ContextVar[bool | None] = contextvars.ContextVar("shortlist_model_requests", default=None)
+
+
+def model_requests_blocked() -> bool:
+    """True when real model calls must not be made (inside pytest, or inside :func:`block_model_requests`)."""
+    override = _override.get()
+    if override is not None:
+        return not override
+    return "PYTEST_CURRENT_TEST" in os.environ
+
+
+@contextlib.contextmanager
+def block_model_requests() -> Iterator[None]:
+    """Block real model calls in this context (thread/task) until the block exits."""
+    token = _override.set(False)
+    try:
+        yield
+    finally:
+        _override.reset(token)
+
+
+@contextlib.contextmanager
+def allow_model_requests() -> Iterator[None]:
+    """Allow real model calls in this context, even inside a test suite (use deliberately)."""
+    token = _override.set(True)
+    try:
+        yield
+    finally:
+        _override.reset(token)
+
+
+def is_test_double(obj: object) -> bool:
+    """True when ``obj`` declares itself a test double (``shortlist_test_double = True``)."""
+    return getattr(obj, "shortlist_test_double", False) is True
+
+
+class StaticSelector(Selector):
+    """Always selects ``ids`` (those present among the candidates, in the given order)."""
+
+    shortlist_test_double = True
+
+    def __init__(self, ids: Iterable[str], *, name: str = "static", abstain: bool = False) -> None:
+        self.ids = tuple(ids)
+        self.name = name
+        self.abstain = abstain
+        self.calls: list[Query] = []
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        """Return the configured ids that are candidates (or an abstention)."""
+        self.calls.append(query)
+        if self.abstain:
+            return Selection(abstained=True, reason="static abstention")
+        present = {c.id for c in candidates}
+        return Selection(tuple(i for i in self.ids if i in present))
+
+
+class FailingSelector(Selector):
+    """Always raises ``error`` (default: ``RuntimeError("selector failed")``)."""
+
+    shortlist_test_double = True
+
+    def __init__(self, error: Exception | None = None, *, name: str = "failing") -> None:
+        self.error = error or RuntimeError("selector failed")
+        self.name = name
+        self.calls = 0
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        """Raise the configured error."""
+        self.calls += 1
+        raise self.error
+
+
+class SlowSelector(Selector):
+    """Sleeps ``delay_s`` (also async, without blocking the loop), then selects ``ids``."""
+
+    shortlist_test_double = True
+
+    def __init__(self, delay_s: float, ids: Iterable[str] = (), *, name: str = "slow") -> None:
+        self.delay_s = delay_s
+        self.ids = tuple(ids)
+        self.name = name
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        """Sleep, then answer."""
+        time.sleep(self.delay_s)
+        return Selection(self.ids)
+
+    async def aselect(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        """Sleep asynchronously, then answer."""
+        await asyncio.sleep(self.delay_s)
+        return Selection(self.ids)
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder(Embedder):
+    """Deterministic bag-of-words vectors: each lowercase token hashes to a signed dimension.
+
+    Texts that share tokens have a positive cosine; unrelated texts are near 0. Counts its
+    calls and texts, so tests can check caching.
+
+    Args:
+        dim: vector size.
+        model_name: the name used in cache keys.
+    """
+
+    shortlist_test_double = True
+
+    def __init__(self, dim: int = 64, *, model_name: str = "hash") -> None:
+        if dim < 2:
+            raise ValueError("dim must be >= 2")
+        self.dim = dim
+        self.model_name = model_name
+        self.calls = 0
+        self.texts: list[str] = []
+        self._lock = threading.Lock()
+
+    def vector(self, text: str) -> Vectors:
+        """The (unnormalised) vector of one text."""
+        v = np.zeros(self.dim, dtype=np.float32)
+        for tok in _TOKEN.findall(text.lower()):
+            h = hashlib.blake2b(tok.encode(), digest_size=8).digest()
+            v[int.from_bytes(h[:4], "little") % self.dim] += 1.0 if h[4] & 1 else -1.0
+        return v
+
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``, recording the call."""
+        with self._lock:
+            self.calls += 1
+            self.texts.extend(texts)
+        return np.stack([self.vector(t) for t in texts])
+
+
+class ScriptedModel:
+    """A model callable (``prompt -> text``) that replays ``replies`` and records every prompt.
+
+    The last reply repeats when the script runs out. Also awaitable through :meth:`acall`.
+    """
+
+    shortlist_test_double = True
+
+    def __init__(self, *replies: str) -> None:
+        if not replies:
+            raise ValueError("ScriptedModel needs at least one reply")
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, prompt: str) -> str:
+        """Record ``prompt`` and return the next scripted reply."""
+        with self._lock:
+            index = min(len(self.prompts), len(self.replies) - 1)
+            self.prompts.append(prompt)
+            return self.replies[index]
+
+    async def acall(self, prompt: str) -> str:
+        """Async twin of :meth:`__call__`."""
+        return self(prompt)

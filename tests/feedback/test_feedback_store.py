@@ -1,0 +1,158 @@
+"""FeedbackStore: a real SQLite file, persistence across processes, examples, enrichment, the CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shortlist.errors import CatalogError
+from shortlist.feedback import FeedbackStore, apply_examples
+from shortlist.rankers.bm25 import Bm25Ranker
+from shortlist.types import Candidate, Query
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_record_and_examples(tmp_path: Path) -> None:
+    with FeedbackStore(tmp_path / "fb.db") as store:
+        assert store.record("say hi in french", selected=["translate_text", "search_web"], used=["translate_text"])
+        store.record(Query("rain in Oslo?", kind="tool"), used=["get_weather"])
+        store.record("say hi in french", used=["translate_text"])  # same text twice: one example
+        store.record("book flights and weather", used=["get_weather", "book_flight"])
+        ex = store.examples()
+        assert ex["translate_text"] == ["say hi in french"]
+        assert ex["get_weather"] == ["rain in Oslo?", "book flights and weather"]
+        assert store.examples(["get_weather"], limit=1) == {"get_weather": ["book flights and weather"]}
+        assert store.examples(["unknown"]) == {}
+        store.record("use the pdf skill", used=["get_weather"], kind="skill")
+        assert store.examples(["get_weather"], kind="tool") == {"get_weather": ex["get_weather"]}
+        assert store.examples(["get_weather"], kind="skill") == {"get_weather": ["use the pdf skill"]}
+        stats = store.stats()
+        assert stats["turns"] == 5 and stats["uses"] == 6 and stats["candidates"] == 3
+        assert stats["top"][0] == {"id": "get_weather", "uses": 3}
+        assert stats["kinds"] == {"skill": 1, "tool": 4}
+
+
+def test_bad_records_are_rejected(tmp_path: Path) -> None:
+    with FeedbackStore(tmp_path / "fb.db") as store:
+        with pytest.raises(ValueError):
+            store.record("   ", used=["x"])
+        with pytest.raises(TypeError):
+            store.record("q", used="get_weather")  # a string, not a list of ids
+        assert store.stats()["turns"] == 0
+
+
+def test_wal_mode_and_schema(tmp_path: Path) -> None:
+    path = tmp_path / "fb.db"
+    FeedbackStore(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"turns", "uses"} <= tables
+    db.close()
+
+
+def test_not_a_database_is_a_catalog_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.db"
+    bogus.write_text("this is not sqlite" * 100)
+    with pytest.raises(CatalogError, match="not a usable feedback database"):
+        FeedbackStore(bogus)
+
+
+def test_persists_across_processes_and_sees_other_writers(tmp_path: Path) -> None:
+    path = tmp_path / "fb.db"
+    reader = FeedbackStore(path)
+    assert reader.examples() == {}
+    code = (
+        "import sys; from shortlist.feedback import FeedbackStore;"
+        "s = FeedbackStore(sys.argv[1]); s.record('convert 5 usd to eur', used=['currency']); s.close()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=60)
+    # The cached view is invalidated by another connection's commit (PRAGMA data_version).
+    assert reader.examples() == {"currency": ["convert 5 usd to eur"]}
+    reader.close()
+    with FeedbackStore(path) as again:
+        assert again.stats()["turns"] == 1
+
+
+def test_import_jsonl_is_idempotent(tmp_path: Path) -> None:
+    with FeedbackStore(tmp_path / "fb.db") as store:
+        assert store.import_jsonl(DATA / "queries.jsonl") == 3  # the empty-gold query is skipped
+        assert store.import_jsonl(DATA / "queries.jsonl") == 0
+        ex = store.examples()
+        assert ex["send_email"] == ex["create_event"] == ["email my boss and book a meeting in my calendar"]
+
+
+def test_apply_examples_enriches_and_keeps_identity(tmp_path: Path) -> None:
+    catalog = [
+        Candidate("translate_text", description="Translate text"),
+        Candidate("get_weather", description="Weather"),
+    ]
+    with FeedbackStore(tmp_path / "fb.db") as store:
+        store.record("say hi in french", used=["translate_text"])
+        first = apply_examples(catalog, store)
+        assert first[0].examples == ("say hi in french",)
+        assert first[1] is catalog[1]  # no feedback: the same object
+        second = apply_examples(catalog, store)
+        assert second[0] is first[0]  # unchanged log: the same enriched object
+        ranker = Bm25Ranker()
+        ranker.score(Query("french"), first)
+        ranker.score(Query("french"), second)
+        assert ranker.index_builds == 1
+        store.record("bonjour in english", used=["translate_text"])
+        third = apply_examples(catalog, store)
+        assert third[0].examples == ("say hi in french", "bonjour in english")
+        ranker.score(Query("french"), third)
+        assert ranker.index_builds == 2  # examples changed: re-indexed
+
+
+def test_feedback_raises_the_used_tool(tmp_path: Path) -> None:
+    catalog = [
+        Candidate("search_web", description="Search the web for pages about a topic"),
+        Candidate("translate_text", description="Translate text between languages"),
+    ]
+    query = Query("how do I say goodbye in french", k=1)
+    ranker = Bm25Ranker()
+    with FeedbackStore(tmp_path / "fb.db") as store:
+        store.record("say thank you in french", used=["translate_text"])
+        before = ranker.score(query, catalog)
+        after = ranker.score(query, apply_examples(catalog, store))
+        assert ranker.select(query, catalog).selected == ("search_web",)
+        assert ranker.select(query, apply_examples(catalog, store)).selected == ("translate_text",)
+    assert before[1] == 0 and after[1] > 0
+
+
+def test_cli_add_import_stats(tmp_path: Path) -> None:
+    db = str(tmp_path / "fb.db")
+    out = cli("feedback", "add", "--db", db, "--query", "weather in Rome", "--used", "get_weather", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["used"] == ["get_weather"]
+    out = cli("feedback", "import", "--db", db, str(DATA / "train.jsonl"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"db": db, "added": 3, "turns": 4}
+    out = cli("feedback", "stats", "--db", db, "--json")
+    stats = json.loads(out.stdout)
+    assert stats["turns"] == 4 and stats["top"][0] == {"id": "get_weather", "uses": 2}
+    with FeedbackStore(db) as store:
+        assert store.examples(["get_weather"]) == {"get_weather": ["weather in Rome", "will it rain in London"]}
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    db = str(tmp_path / "fb.db")
+    out = cli("feedback", "add", "--db", db, "--query", "weather")
+    assert out.returncode == 2 and out.stderr.startswith("shortlist: error:") and "--used" in out.stderr
+    out = cli("feedback", "stats", "--db", str(tmp_path / "missing.db"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"qid": "x", "text": "hello"}\n')
+    out = cli("feedback", "import", "--db", db, str(bad))
+    assert out.returncode == 2 and "missing field 'gold'" in out.stderr
