@@ -1,0 +1,173 @@
+"""``shortlist index``: build a document index for grounding (incrementally) and query it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from shortlist.cli._output import write_json, write_text
+from shortlist.errors import CatalogError, ConfigError
+
+__all__ = ["register"]
+
+_SIDECAR = "shortlist-index.json"
+
+
+def register(sub: Any) -> None:
+    """Add the ``index`` subcommand (``build`` and ``query``)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "index",
+        help="build and query a document index for grounding",
+        description="Index host documents (JSONL or a folder of .txt/.md) and query them.",
+    )
+    isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+
+    b = isub.add_parser("build", help="index documents; re-indexes only what changed (by content hash)")
+    b.add_argument("--docs", required=True, help="JSONL of {id,title,text,metadata} or a folder of .txt/.md files")
+    b.add_argument("--path", required=True, help="index folder (embedded files, or Qdrant local files)")
+    b.add_argument("--backend", choices=["embedded", "qdrant"], default="embedded", help="default: embedded")
+    b.add_argument(
+        "--embedder",
+        default="default",
+        help="'default' (all-MiniLM-L6-v2, offline) or 'hashing' (fast, lexical only; for tests)",
+    )
+    b.add_argument("--url", help="Qdrant server URL (instead of local files under --path)")
+    b.add_argument("--api-key-env", default="QDRANT_API_KEY", help="env var holding the Qdrant API key")
+    b.add_argument("--collection", default="shortlist", help="Qdrant collection (default: shortlist)")
+    b.add_argument("--chunk-words", type=int, default=200, help="words per chunk for a new index")
+    b.add_argument("--chunk-overlap", type=int, default=40, help="words shared by consecutive chunks")
+    b.add_argument("--keep-missing", action="store_true", help="do not delete documents absent from --docs")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--json", action="store_true", help="print the report as JSON")
+    b.set_defaults(func=run_build)
+
+    q = isub.add_parser("query", help="print the documents relevant to QUERY (nothing when none is)")
+    q.add_argument("query", metavar="QUERY")
+    q.add_argument("--path", required=True, help="index folder")
+    q.add_argument("--k", type=int, default=5, help="most results (default 5)")
+    q.add_argument("--scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid")
+    q.add_argument("--json", action="store_true", help='print {"results": [{"id","title","score","text"}]}')
+    q.set_defaults(func=run_query)
+
+
+def _embedder(name: str) -> Any:
+    from shortlist.embeddings.default import DEFAULT_MODEL_NAME, default_embedder
+    from shortlist.retrieval._hash_embedder import HashingEmbedder
+
+    if name in ("default", DEFAULT_MODEL_NAME):
+        return default_embedder()
+    if name == "hashing":
+        return HashingEmbedder()
+    if name.startswith("hashing-") and name[8:].isdigit():
+        return HashingEmbedder(int(name[8:]))
+    raise ConfigError(f"unknown embedder {name!r}: use 'default' or 'hashing'")
+
+
+def _open(path: Path, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
+    """Open the index at ``path``: from its manifest/sidecar when it exists, else as the args say."""
+    from shortlist.retrieval.backends.embedded import EmbeddedBackend
+    from shortlist.retrieval.document import Chunker
+
+    sidecar = path / _SIDECAR
+    info: dict[str, Any] = {}
+    try:
+        if sidecar.is_file():
+            info = dict(json.loads(sidecar.read_text(encoding="utf-8")))
+        elif (path / "manifest.json").is_file():
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+            info = {"backend": "embedded", "embedder": manifest["embedder"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CatalogError(f"{path}: unreadable index description: {exc}") from exc
+    if backend is None and not info:
+        raise ConfigError(f"{path}: no shortlist index here (build one with 'shortlist index build')")
+    kind = info.get("backend") or backend
+    if backend is not None and info and kind != backend:
+        raise ConfigError(f"{path} holds a {kind} index, not {backend}")
+    emb = _embedder(str(embedder_name or info.get("embedder") or "default"))
+    if embedder_name is not None and info.get("embedder") and emb.model_name != info["embedder"]:
+        raise ConfigError(f"{path} was built with embedder {info['embedder']!r}; rebuild it to change embedder")
+    chunker = Chunker(args.chunk_words, args.chunk_overlap) if args is not None else None
+    if kind == "embedded":
+        return EmbeddedBackend(path, embedder=emb, chunker=chunker)
+    from shortlist.retrieval.backends.qdrant import QdrantBackend
+
+    url = info.get("url") or (args.url if args is not None else None)
+    api_key_env = info.get("api_key_env") or (args.api_key_env if args is not None else "QDRANT_API_KEY")
+    collection = info.get("collection") or (args.collection if args is not None else "shortlist")
+    if url:
+        return QdrantBackend(
+            url=url, api_key=os.environ.get(api_key_env), collection=collection, embedder=emb, chunker=chunker
+        )
+    return QdrantBackend(path=str(path), collection=collection, embedder=emb, chunker=chunker)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Run ``shortlist index build``."""
+    from tqdm import tqdm
+
+    from shortlist.retrieval.loader import load_documents
+
+    docs = load_documents(args.docs)
+    path = Path(args.path)
+    path.mkdir(parents=True, exist_ok=True)
+    index = _open(path, backend=args.backend, embedder_name=args.embedder, args=args)
+    try:
+        with tqdm(total=len(docs), unit="doc", desc="indexing", file=sys.stderr, disable=args.quiet) as bar:
+            if args.keep_missing:
+                report = index.upsert(docs, progress=bar.update)
+            else:
+                report = index.sync(docs, progress=bar.update)
+        total = index.count()
+    finally:
+        index.close()
+    if args.backend == "qdrant":
+        sidecar = {"backend": "qdrant", "embedder": index.embedder.model_name, "collection": args.collection}
+        if args.url:
+            sidecar.update(url=args.url, api_key_env=args.api_key_env)
+        (path / _SIDECAR).write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
+    out = {**report.to_dict(), "documents": total, "backend": args.backend, "path": str(path)}
+    if args.json:
+        write_json(out)
+    else:
+        write_text(
+            f"{out['added']} added, {out['updated']} updated, {out['unchanged']} unchanged, "
+            f"{out['deleted']} deleted; {total} documents in {path} ({args.backend})"
+        )
+    return 0
+
+
+def run_query(args: argparse.Namespace) -> int:
+    """Run ``shortlist index query``."""
+    from shortlist.retrieval.corpus import CorpusRetriever
+
+    if args.k < 1:
+        raise ConfigError("--k must be >= 1")
+    path = Path(args.path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such index folder")
+    index = _open(path, backend=None, embedder_name=None, args=None)
+    try:
+        found = CorpusRetriever(backend=index, k=args.k, scoring=args.scoring).retrieve(args.query)
+    finally:
+        index.close()
+    results = [
+        {
+            "id": m.metadata["document_id"],
+            "title": m.metadata.get("title", ""),
+            "score": m.confidence,
+            "text": m.content,
+            "citation_id": m.metadata["citation_id"],
+        }
+        for m in found
+    ]
+    if args.json:
+        write_json({"results": results})
+    elif not results:
+        write_text("no relevant document")
+    else:
+        write_text("\n".join(f"{r['score']:.3f}  {r['id']}  {r['title']}" for r in results))
+    return 0
