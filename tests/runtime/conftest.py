@@ -1,0 +1,64 @@
+"""A scripted chat model served over real HTTP on loopback, in the OpenAI chat format."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+Script = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class ChatServer:
+    """Serves ``POST /v1/chat/completions`` by calling ``script(request) -> message``."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                if self.path != "/v1/chat/completions":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                msg = outer.script(body)
+                data = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": msg}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def chat_server() -> Iterator[Callable[[Script], ChatServer]]:
+    servers: list[ChatServer] = []
+
+    def start(script: Script) -> ChatServer:
+        s = ChatServer(script)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()

@@ -1,0 +1,123 @@
+"""The runtime with real tool sources: live MCP servers over stdio and SKILL.md skills."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shortlist.runtime import Conversation, Pack, Tool
+
+
+def _server(name: str) -> str:
+    path = Path(sys.executable).parent / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed; install the dev extra")
+    return found
+
+
+def read_pdf(path: str) -> str:
+    """Extract the text of a PDF file."""
+    return f"text of {path}"
+
+
+def send_email(to: str) -> str:
+    """Send an email."""
+    return "sent"
+
+
+def test_live_mcp_tools_are_narrowed_and_called() -> None:
+    requests: list[dict[str, Any]] = []
+
+    def script(req: dict[str, Any]) -> dict[str, Any]:
+        requests.append(req)
+        if req["messages"][-1]["role"] == "user":
+            fn = {"name": "mcp__time__get_current_time", "arguments": json.dumps({"timezone": "UTC"})}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "t", "type": "function", "function": fn}],
+            }
+        return {"role": "assistant", "content": "It is " + req["messages"][-1]["content"][:80]}
+
+    pack = Pack(
+        tools=[Tool.from_function(send_email)],
+        mcp_servers={"time": f"{_server('mcp-server-time')} --local-timezone UTC"},
+    )
+    conv = Conversation(pack, model=script, k=1, tool_selector="bm25")
+    try:
+        result = conv.send("what is the current time in UTC?")
+    finally:
+        asyncio.run(conv.aclose())
+    offered = [t["function"]["name"] for t in requests[0]["tools"]]
+    assert offered == ["mcp__time__get_current_time"]  # narrowed: one of 3 tools, mcp__ is not pinned here
+    assert result.report.tool_calls[0].source == "mcp" and result.report.tool_calls[0].ok
+    assert "UTC" in result.answer or "datetime" in result.answer
+
+
+def test_wildcard_allowed_tools_survive_narrowing_as_a_set() -> None:
+    offered: list[list[str]] = []
+
+    def script(req: dict[str, Any]) -> dict[str, Any]:
+        offered.append([t["function"]["name"] for t in req["tools"]])
+        return {"role": "assistant", "content": "ok"}
+
+    pack = Pack(
+        tools=[Tool.from_function(send_email), Tool.from_function(read_pdf)],
+        allowed_tools=["send_email", "read_pdf", "mcp__time__*"],
+        mcp_servers={"time": f"{_server('mcp-server-time')} --local-timezone UTC"},
+    )
+    conv = Conversation(pack, model=script, k=1, tool_selector="bm25")
+    try:
+        conv.send("email my boss")
+    finally:
+        asyncio.run(conv.aclose())
+    assert offered[0][0] == "send_email"
+    assert set(offered[0][1:]) == {"mcp__time__get_current_time", "mcp__time__convert_time"}
+
+
+def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "pdf-forms"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: pdf-forms\ndescription: Fill and read PDF forms\nallowed-tools: read_pdf\n---\nUse read_pdf.\n"
+    )
+    other = tmp_path / "skills" / "spreadsheets"
+    other.mkdir()
+    (other / "SKILL.md").write_text("---\nname: spreadsheets\ndescription: Analyse spreadsheet tables\n---\nx\n")
+    requests: list[dict[str, Any]] = []
+
+    def script(req: dict[str, Any]) -> dict[str, Any]:
+        requests.append(req)
+        last = req["messages"][-1]
+        if last["role"] == "user":
+            fn = {"name": "skill__activate", "arguments": json.dumps({"name": "pdf-forms"})}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "s", "type": "function", "function": fn}],
+            }
+        return {"role": "assistant", "content": "activated"}
+
+    pack = Pack(
+        tools=[Tool.from_function(send_email), Tool.from_function(read_pdf)],
+        allowed_tools=["send_email"],
+        skills=[tmp_path / "skills"],
+    )
+    conv = Conversation(pack, model=script, k=1, tool_selector="bm25", skills_selector="bm25")
+    conv.send("please fill this pdf form")
+    tools_first = {t["function"]["name"]: t["function"]["description"] for t in requests[0]["tools"]}
+    assert "pdf-forms" in tools_first["skill__activate"] and "spreadsheets" not in tools_first["skill__activate"]
+    assert "read_pdf" not in tools_first
+    tools_second = [t["function"]["name"] for t in requests[1]["tools"]]
+    assert "read_pdf" in tools_second  # the activated skill added its tool
+    # an image-only turn restores the full index
+    conv.send({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]})
+    last_index = {t["function"]["name"]: t["function"]["description"] for t in requests[-1]["tools"]}
+    assert "spreadsheets" in last_index["skill__activate"]
