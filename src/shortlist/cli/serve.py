@@ -1,0 +1,123 @@
+"""``shortlist serve``: run the HTTP service under uvicorn, one process per worker.
+
+Refuses (exit 2) to bind a non-loopback address when no API key is configured. With more
+than one worker, the settings travel to the workers in ``SHORTLIST_SERVER_SETTINGS`` and
+Prometheus runs in multiprocess mode so ``/metrics`` adds up every worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+from typing import Any
+
+from shortlist.cli._output import fail
+
+__all__ = ["register"]
+
+logger = logging.getLogger("shortlist.server")
+
+
+def _catalog(value: str) -> tuple[str, str]:
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {value!r}")
+    return name, path
+
+
+def register(sub: Any) -> None:
+    """Add the ``serve`` subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the HTTP service (selection, retrieval, memory, reduction)",
+        description="Serve the shortlist HTTP API. API keys come from SHORTLIST_API_KEYS (comma-separated) "
+        "and --api-keys-file; with none, only loopback clients are answered.",
+    )
+    p.add_argument("--config", help="runtime.yaml")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--catalog", type=_catalog, action="append", default=[], metavar="NAME=FILE", help="catalog to load at start-up"
+    )
+    p.add_argument("--corpus", help="documents for /v1/retrieve: a folder of .md/.txt files or a JSONL file")
+    p.add_argument(
+        "--corpus-scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid", help="corpus retrieval scoring"
+    )
+    p.add_argument("--selector", help="selector of /v1/select (default: the config's binding, else the default)")
+    p.add_argument("--api-keys-file", help="file of API keys, one per line, optionally with memory scopes")
+    p.add_argument(
+        "--memory",
+        default=os.environ.get("SHORTLIST_MEMORY_URL", "memory:"),
+        help="memory store: memory:, sqlite:///PATH or postgresql://... (default $SHORTLIST_MEMORY_URL or memory:)",
+    )
+    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest request body (413 above)")
+    p.add_argument("--max-candidates", type=int, default=5000, help="most inline candidates per request (413 above)")
+    p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (504 after)")
+    p.add_argument(
+        "--breaker-threshold",
+        type=int,
+        default=3,
+        help="consecutive failures of an external selector that open its circuit breaker (0: no breaker)",
+    )
+    p.add_argument("--breaker-cooldown", type=float, default=5.0, help="seconds an open breaker refuses calls")
+    p.add_argument("--access-log", action="store_true", help="log one line per request on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``shortlist serve`` until interrupted."""
+    import uvicorn
+
+    from shortlist.server.auth import is_loopback
+    from shortlist.server.settings import ENV_SETTINGS, ServerSettings
+
+    if args.workers < 1:
+        return fail("serve: --workers must be >= 1")
+    settings = ServerSettings.build(
+        api_keys_file=args.api_keys_file,
+        config_path=args.config,
+        catalogs=dict(args.catalog),
+        selector=args.selector,
+        memory_url=args.memory,
+        max_body_bytes=args.max_body_bytes,
+        max_candidates=args.max_candidates,
+        request_timeout_s=args.timeout,
+        corpus_path=args.corpus,
+        corpus_scoring=args.corpus_scoring,
+        breaker_threshold=args.breaker_threshold,
+        breaker_cooldown_s=args.breaker_cooldown,
+    )
+    if not settings.api_keys and not is_loopback(args.host):
+        return fail(
+            f"serve: refusing to bind {args.host} without an API key; set SHORTLIST_API_KEYS or --api-keys-file, "
+            "or bind 127.0.0.1"
+        )
+    _check_start_up(settings)
+    if args.workers > 1 and settings.memory_url.startswith("memory:"):
+        logger.warning("memory: is per process; with %d workers each has its own memories", args.workers)
+    os.environ[ENV_SETTINGS] = settings.to_env()
+    if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shortlist-metrics-")
+    if args.access_log:
+        logging.getLogger("shortlist.server.access").setLevel(logging.INFO)
+    uvicorn.run(
+        "shortlist.server.app:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="info" if args.verbose else "warning",
+        access_log=False,
+        timeout_graceful_shutdown=30,
+    )
+    return 0
+
+
+def _check_start_up(settings: Any) -> None:
+    """Fail fast (exit 2 via ConfigError/CatalogError) on a bad config, catalog or store, before forking."""
+    from shortlist.server.state import ServiceState
+
+    ServiceState(settings).close()

@@ -1,0 +1,307 @@
+"""``PostgresMemoryStore``: the memory store that replicas share, on PostgreSQL with psycopg 3.
+
+Migrations run at start-up under an advisory lock, so several workers or replicas may start at
+once; applied versions are recorded in ``shortlist_schema_migrations``. Every write is one
+transaction; a save takes a transaction-scoped advisory lock on its ``(scope, id)`` so that
+concurrent saves of one id serialise (replace = delete + insert, so a replaced memory moves to
+the end, as in the other stores). Recall uses PostgreSQL full-text search (``english``
+configuration: stemming, stopwords) with the query's content words joined by OR, ranked by
+``ts_rank`` then insertion order. Expiry is enforced in every read.
+
+Connections come from a small built-in pool; a broken connection is discarded, so the store
+recovers by itself after a database restart. While the database is unreachable every operation
+raises :class:`MemoryStoreUnavailable` (HTTP 503 in the service).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from shortlist.errors import ShortlistError
+from shortlist.memory._text import content_words
+from shortlist.memory.record import Memory, scope_key
+from shortlist.memory.store import MemoryStore, _check_limit, stamp
+
+__all__ = ["MIGRATIONS", "MemoryStoreUnavailable", "PostgresMemoryStore"]
+
+_MAX_QUERY_TERMS = 64
+_LOCK_ID = 0x5EED_0001
+
+#: Schema migrations, applied in order; never edit one that has shipped, append a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE shortlist_memories (
+        pk BIGSERIAL PRIMARY KEY,
+        scope_key TEXT NOT NULL,
+        id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata JSONB NOT NULL,
+        confidence DOUBLE PRECISION NOT NULL,
+        scope JSONB NOT NULL,
+        session_id TEXT NOT NULL,
+        turn_start INTEGER NOT NULL,
+        turn_end INTEGER NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        accessed_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ,
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+        UNIQUE (scope_key, id)
+    );
+    CREATE INDEX shortlist_memories_scope ON shortlist_memories (scope_key, pk);
+    CREATE INDEX shortlist_memories_tsv ON shortlist_memories USING GIN (tsv);
+    """,
+)
+
+_COLUMNS = (
+    "id, type, content, metadata, confidence, scope, session_id, turn_start, turn_end,"
+    " created_at, accessed_at, expires_at"
+)
+
+
+class MemoryStoreUnavailable(ShortlistError):
+    """The memory database cannot be reached (or the connection broke mid-operation)."""
+
+    status_code = 503
+
+
+def _row_to_memory(row: Sequence[Any]) -> Memory:
+    return Memory(
+        id=row[0],
+        type=row[1],
+        content=row[2],
+        metadata=row[3],
+        confidence=row[4],
+        scope=row[5],
+        session_id=row[6],
+        turn_range=(row[7], row[8]),
+        created_at=row[9],
+        accessed_at=row[10],
+        expires_at=row[11],
+    )
+
+
+def _has_nul(memory: Memory) -> bool:
+    texts = [memory.id, memory.type, memory.content, memory.session_id, scope_key(memory.scope)]
+    texts.append(json.dumps(dict(memory.metadata), default=str))
+    return any("\x00" in t or "\\u0000" in t for t in texts)
+
+
+class PostgresMemoryStore(MemoryStore):
+    """A memory store in PostgreSQL, shared by every worker and replica.
+
+    Args:
+        dsn: a libpq connection string or URL (``postgresql://user@host:port/db``).
+        pool_size: the most idle connections kept open.
+        connect_timeout: seconds to wait for a connection.
+
+    Raises:
+        MemoryStoreUnavailable: the database cannot be reached to run the migrations.
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 16, connect_timeout: float = 5.0) -> None:
+        self.dsn = dsn
+        self._connect_timeout = connect_timeout
+        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue(maxsize=pool_size)
+        self._closed = False
+        self._lock = threading.Lock()
+        self.migrate()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.dsn, connect_timeout=max(1, int(self._connect_timeout)), autocommit=False)
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on a pooled connection; connection failures become MemoryStoreUnavailable."""
+        if self._closed:
+            raise MemoryStoreUnavailable("this PostgresMemoryStore is closed")
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            conn = None
+        try:
+            if conn is None or conn.closed:
+                conn = self._connect()
+            with conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            if conn is not None:
+                conn.close()
+            raise MemoryStoreUnavailable(f"memory database unavailable: {str(exc).strip().splitlines()[0]}") from exc
+        except BaseException:
+            if conn is not None and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.close()
+            self._release(conn)
+            raise
+        self._release(conn)
+
+    def _release(self, conn: psycopg.Connection[Any] | None) -> None:
+        if conn is None or conn.closed:
+            return
+        if self._closed:
+            conn.close()
+            return
+        try:
+            self._idle.put_nowait(conn)
+        except queue.Full:
+            conn.close()
+
+    def migrate(self) -> int:
+        """Apply the migrations not applied yet; return how many were applied.
+
+        Raises:
+            MemoryStoreUnavailable: the database cannot be reached.
+        """
+        with self._tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS shortlist_schema_migrations"
+                " (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM shortlist_schema_migrations").fetchone()
+            current = int(row[0]) if row else 0
+            for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
+                conn.execute(sql.encode())  # several statements: sent as one simple query
+                conn.execute("INSERT INTO shortlist_schema_migrations (version) VALUES (%s)", (version,))
+            return len(MIGRATIONS) - current
+
+    def close(self) -> None:
+        """Close every idle connection; later operations raise."""
+        self._closed = True
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                break
+
+    # -- contract ------------------------------------------------------------------------------
+
+    def save(self, memory: Memory) -> Memory:
+        """See :meth:`MemoryStore.save`."""
+        key = scope_key(memory.scope)
+        if _has_nul(memory):
+            raise ValueError("PostgreSQL cannot store NUL characters (\\x00) in memory text")
+        now = datetime.now(UTC)
+        stored = stamp(memory, None, now)
+        with self._tx() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (key, stored.id))
+            row = conn.execute(
+                "DELETE FROM shortlist_memories WHERE scope_key = %s AND id = %s RETURNING created_at",
+                (key, stored.id),
+            ).fetchone()
+            if row is not None and memory.id:
+                stored = stamp(memory, Memory("x", "", created_at=row[0]), now)
+            conn.execute(
+                "INSERT INTO shortlist_memories (scope_key, id, type, content, metadata, confidence, scope,"
+                " session_id, turn_start, turn_end, created_at, accessed_at, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    key,
+                    stored.id,
+                    stored.type,
+                    stored.content,
+                    Jsonb(dict(stored.metadata)),
+                    stored.confidence,
+                    Jsonb(dict(stored.scope)),
+                    stored.session_id,
+                    stored.turn_range[0],
+                    stored.turn_range[1],
+                    stored.created_at,
+                    stored.accessed_at,
+                    stored.expires_at,
+                ),
+            )
+        return stored
+
+    @staticmethod
+    def _filters(types: Sequence[str] | None, min_confidence: float) -> tuple[str, builtins.list[Any]]:
+        sql = " AND (expires_at IS NULL OR expires_at > now())"
+        params: builtins.list[Any] = []
+        if types:
+            sql += " AND type = ANY(%s)"
+            params.append(builtins.list(types))
+        if min_confidence > 0:
+            sql += " AND confidence >= %s"
+            params.append(float(min_confidence))
+        return sql, params
+
+    def retrieve(
+        self,
+        scope: Mapping[str, str],
+        query: str,
+        *,
+        types: Sequence[str] | None = None,
+        limit: int = 10,
+        min_confidence: float = 0.0,
+    ) -> builtins.list[Memory]:
+        """See :meth:`MemoryStore.retrieve` (full-text search, OR over content words, ``ts_rank`` order)."""
+        _check_limit(limit)
+        key = scope_key(scope)
+        where, params = self._filters(types, min_confidence)
+        words = content_words(query)[:_MAX_QUERY_TERMS]
+        with self._tx() as conn:
+            if not words:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM shortlist_memories WHERE scope_key = %s{where} ORDER BY pk LIMIT %s",
+                    (key, *params, limit),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"WITH q AS (SELECT websearch_to_tsquery('english', %s) AS tsq)"
+                    f" SELECT {_COLUMNS} FROM shortlist_memories, q"
+                    f" WHERE scope_key = %s AND tsv @@ q.tsq{where}"
+                    " ORDER BY ts_rank(tsv, q.tsq) DESC, pk LIMIT %s",
+                    (" or ".join(words), key, *params, limit),
+                ).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def list(
+        self,
+        scope: Mapping[str, str],
+        *,
+        types: Sequence[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> builtins.list[Memory]:
+        """See :meth:`MemoryStore.list`."""
+        _check_limit(limit, offset)
+        key = scope_key(scope)
+        where, params = self._filters(types, 0.0)
+        with self._tx() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM shortlist_memories WHERE scope_key = %s{where} ORDER BY pk LIMIT %s OFFSET %s",
+                (key, *params, limit, offset),
+            ).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def delete(self, scope: Mapping[str, str], memory_id: str) -> bool:
+        """See :meth:`MemoryStore.delete`."""
+        key = scope_key(scope)
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s AND id = %s", (key, memory_id))
+            return cur.rowcount > 0
+
+    def delete_all(self, scope: Mapping[str, str]) -> int:
+        """See :meth:`MemoryStore.delete_all`."""
+        key = scope_key(scope)
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s", (key,))
+            return int(cur.rowcount)
+
+    def purge_expired(self) -> int:
+        """Delete expired memories in every scope; return how many were deleted."""
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM shortlist_memories WHERE expires_at IS NOT NULL AND expires_at <= now()")
+            return int(cur.rowcount)

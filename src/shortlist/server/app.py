@@ -1,0 +1,106 @@
+"""``create_app(settings)``: the FastAPI application of ``shortlist serve``.
+
+The lifespan builds the :class:`~shortlist.server.state.ServiceState` (runtime config,
+catalogs, memory store, metrics hook) at start-up and closes it at shutdown, after uvicorn
+has let in-flight requests finish: selectors and external selector workers are stopped there.
+
+``app_from_env`` is the factory uvicorn imports in each worker process (``--workers N``); it
+reads the settings the parent put in ``SHORTLIST_SERVER_SETTINGS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from shortlist.server.errors import install_error_handlers
+from shortlist.server.middleware import ServiceMiddleware
+from shortlist.server.routes import health, interop, memory, reduce, retrieve, select, selectors
+from shortlist.server.settings import ServerSettings
+from shortlist.server.state import ServiceState
+
+__all__ = ["app_from_env", "create_app"]
+
+logger = logging.getLogger("shortlist.server")
+
+_DESCRIPTION = (
+    "Decide what enters an LLM agent's context each turn: tool and skill selection, corpus retrieval, "
+    "memory and context reduction. Send `Authorization: Bearer KEY` when the server has API keys."
+)
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in (
+        (400, "A value the library refuses (e.g. an invalid memory scope)"),
+        (401, "Missing or invalid API key"),
+        (403, "Not allowed (non-loopback client without configured keys, or a memory scope outside the key)"),
+        (404, "Unknown catalog, selector or corpus"),
+        (413, "Body, candidate or text count over the server's limit"),
+        (422, "Invalid request"),
+        (503, "A shared store (the memory database) is unavailable; retry"),
+        (504, "Not answered within the request timeout"),
+    )
+}
+
+
+def create_app(settings: ServerSettings | None = None) -> FastAPI:
+    """Build the service app.
+
+    Args:
+        settings: the service settings (default: from the environment).
+
+    Raises:
+        ConfigError: at start-up, a bad runtime config, catalog or memory store URL.
+    """
+    settings = settings or ServerSettings.from_env()
+    from shortlist import __version__
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = ServiceState(settings)
+        app.state.service = service
+        try:
+            service.start()
+            logger.info("shortlist service ready (catalogs: %s)", {k: len(v) for k, v in service.catalogs.items()})
+            yield
+        finally:
+            logger.info("shortlist service shutting down")
+            service.close()
+
+    app = FastAPI(
+        responses=_ERROR_RESPONSES,
+        title="shortlist",
+        version=__version__,
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    for module in (select, selectors, retrieve, reduce, memory, interop, health):
+        app.include_router(module.router)
+    app.add_middleware(ServiceMiddleware, max_body_bytes=settings.max_body_bytes, timeout_s=settings.request_timeout_s)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker process, from the settings in ``SHORTLIST_SERVER_SETTINGS``."""
+    return create_app(ServerSettings.from_env())

@@ -1,0 +1,103 @@
+"""Error responses of the service: one JSON shape, clear messages, never a stack trace.
+
+Every error body is ``{"error": {"code": "...", "message": "..."}}``. Validation errors list
+the failing locations but never echo the submitted values (they may hold memory contents).
+Anything unexpected is logged with its traceback on the server and answered ``500 internal``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from shortlist.errors import CatalogError, ConfigError, ContextBudgetError, MemoryScopeError, ShortlistError
+
+__all__ = ["ApiError", "error_body", "install_error_handlers"]
+
+logger = logging.getLogger("shortlist.server")
+
+
+class ApiError(Exception):
+    """An error the API answers on purpose.
+
+    Args:
+        status: the HTTP status.
+        code: a short machine-readable code (``unauthorized``, ``too_large``, …).
+        message: what went wrong and, where possible, how to fix it.
+        headers: extra response headers (``WWW-Authenticate`` on 401).
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The JSON body of an error response."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    err.update(extra)
+    return {"error": err}
+
+
+def _json(status: int, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse(error_body(code, message, **extra), status_code=status, headers=headers)
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return _json(exc.status, exc.code, exc.message, exc.headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 403: "forbidden", 413: "too_large"}.get(
+        exc.status_code, "http_error"
+    )
+    headers = dict(exc.headers) if exc.headers else None
+    return _json(exc.status_code, code, str(exc.detail), headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in exc.errors()[:20]
+    ]
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    message = f"invalid request: {'.'.join(first['loc'])}: {first['msg']}"
+    return _json(422, "invalid_request", message, details=details)
+
+
+async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ShortlistError)
+    if isinstance(exc, ContextBudgetError):
+        return _json(422, "over_budget", str(exc), over_tokens=exc.over_tokens, over_chars=exc.over_chars)
+    if isinstance(exc, (CatalogError, MemoryScopeError, ConfigError)):
+        return _json(400, "bad_request", str(exc))
+    status = getattr(exc, "status_code", None)  # e.g. 503 from a memory store whose database is down
+    if status == 503:
+        return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})
+    logger.warning("request failed: %s: %s", type(exc).__name__, exc)
+    return _json(502, "upstream_failed", f"{type(exc).__name__}: {exc}")
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return _json(500, "internal", "internal server error; the server log has the details")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the one JSON shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ShortlistError, _shortlist_error)
+    app.add_exception_handler(Exception, _unexpected)

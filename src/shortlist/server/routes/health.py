@@ -1,0 +1,45 @@
+"""``GET /healthz`` (the process answers), ``GET /readyz`` (start-up done, not shutting down), ``GET /metrics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from shortlist.server.auth import require_key
+from shortlist.server.metrics import CONTENT_TYPE_LATEST
+from shortlist.server.routes import state_of
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> dict[str, str]:
+    """Always ``{"status": "ok"}`` while the process serves requests."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Readiness", responses={503: {"description": "Starting or shutting down"}})
+async def readyz(request: Request) -> Any:
+    """``ready`` once catalogs are loaded and selectors warmed; 503 before that and while shutting down."""
+    state = state_of(request)
+    body = {
+        "status": "ready" if state.ready else "not_ready",
+        "catalogs": {k: len(v) for k, v in state.catalogs.items()},
+    }
+    return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    dependencies=[Depends(require_key)],
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+)
+async def metrics(request: Request) -> Response:
+    """Request counts and latencies per route, selections, fallbacks by reason, external-selector timeouts."""
+    return Response(state_of(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,104 @@
+"""``POST /v1/selectors/{name}:select``: the external-selector wire protocol v1 over HTTP.
+
+The body is a protocol request (the Go reference's capitalised keys accepted), the answer a
+protocol response: this is the selector's own answer, without narrowing or pins. A selector
+that fails answers 502 and one past its deadline 504, both with ``{"error": ...}`` in the
+protocol's response shape, so a runtime calling us falls back as it would for a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from shortlist.errors import SelectorError, SelectorTimeout
+from shortlist.exec.protocol import WireRequest, WireResponse, decode_request
+from shortlist.server.auth import require_key
+from shortlist.server.errors import ApiError
+from shortlist.server.routes import state_of
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with its local ``$defs`` references inlined (OpenAPI resolves refs from the root)."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(dict(defs[ref.rsplit("/", 1)[1]]))
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    result: dict[str, Any] = walk(schema)
+    return result
+
+
+_REQUEST_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {"application/json": {"schema": _inlined(WireRequest.model_json_schema())}},
+}
+
+
+def _wire_error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"selected": None, "reason": None, "scores": None, "error": message}, status_code=status)
+
+
+@router.post(
+    "/v1/selectors/{name}:select",
+    response_model=WireResponse,
+    response_model_exclude_none=False,
+    summary="Ask one selector (wire protocol v1 over HTTP)",
+    openapi_extra={"requestBody": _REQUEST_BODY},
+    responses={502: {"model": WireResponse}, 504: {"model": WireResponse}},
+)
+async def select_with(name: str, request: Request) -> JSONResponse:
+    """Answer a wire-protocol request with the selector called ``name``."""
+    state = state_of(request)
+    if name not in state.selector_names():
+        raise ApiError(404, "unknown_selector", f"no selector named {name!r}")
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("a request must be a JSON object")
+        query, candidates, request_id = decode_request(data)
+    except (ValueError, TypeError) as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
+    if len(candidates) > state.settings.max_candidates:
+        raise ApiError(
+            413,
+            "too_many_candidates",
+            f"{len(candidates)} candidates sent; this server accepts at most {state.settings.max_candidates}",
+        )
+    candidates = list({c.id: c for c in reversed(candidates)}.values())[::-1]  # duplicates collapse (first wins)
+    selector = state.shortlist.registry.get(name)
+    timeout = state.shortlist.policy.timeout_s
+    try:
+        selection = await asyncio.wait_for(selector.aselect(query, candidates), timeout=timeout)
+    except (TimeoutError, SelectorTimeout) as exc:
+        state.metrics.observe_selection(query.kind, name, "timeout")
+        return _wire_error(504, f"selector {name!r} timed out: {exc}" if str(exc) else f"selector {name!r} timed out")
+    except Exception as exc:  # a failing selector is contained and reported, as the exec client would see it
+        state.metrics.observe_selection(query.kind, name, "error")
+        detail = str(exc) if isinstance(exc, SelectorError) else type(exc).__name__
+        return _wire_error(502, f"selector {name!r} failed: {detail}")
+    state.metrics.observe_selection(query.kind, name, None)
+    doc: dict[str, Any] = {}
+    if request_id is not None:
+        doc["id"] = request_id
+    doc["selected"] = list(selection.selected)
+    doc["reason"] = selection.reason
+    doc["scores"] = list(selection.scores) if selection.scores is not None else None
+    doc["abstained"] = selection.abstained
+    return JSONResponse(doc)

@@ -1,0 +1,151 @@
+"""``ServiceState``: what one worker process holds: the facade, the catalogs, the memory store, models.
+
+Built in the app's lifespan (start-up), closed at shutdown. The only state is caches and
+connections: memories live in the configured store (PostgreSQL when replicas share them), so
+any worker or replica can answer any request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from shortlist.config import EXEC_TYPE, RuntimeConfig, load_runtime_config
+from shortlist.errors import ConfigError
+from shortlist.events import add_event_hook, remove_event_hook
+from shortlist.selection.base import Selector
+from shortlist.selection.facade import DEFAULT, Shortlist
+from shortlist.server.metrics import ServiceMetrics
+from shortlist.server.settings import ServerSettings
+from shortlist.types import Candidate, Query
+
+if TYPE_CHECKING:
+    from shortlist.embeddings.base import Embedder
+    from shortlist.memory.store import MemoryStore
+
+__all__ = ["ServiceState", "open_memory_store"]
+
+logger = logging.getLogger("shortlist.server")
+
+
+def open_memory_store(url: str) -> MemoryStore:
+    """Open the memory store named by ``url``.
+
+    ``memory:`` is process-local (one worker, tests); ``sqlite:///PATH`` a SQLite file;
+    ``postgresql://…`` a PostgreSQL database shared by every worker and replica.
+
+    Raises:
+        ConfigError: an unknown scheme.
+    """
+    if url in ("memory:", "memory://"):
+        from shortlist.memory.store import InMemoryStore
+
+        return InMemoryStore()
+    if url.startswith("sqlite:///"):
+        from shortlist.memory.sqlite import SqliteMemoryStore
+
+        return SqliteMemoryStore(url[len("sqlite:///") :] or "shortlist-memory.db")
+    if url.startswith(("postgresql://", "postgres://")):
+        from shortlist.memory.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(url)
+    raise ConfigError(f"unknown memory store {url!r}: use memory:, sqlite:///PATH or postgresql://...")
+
+
+def _guarded_exec_selectors(config: RuntimeConfig, settings: ServerSettings) -> dict[str, Selector]:
+    """The config's external selectors, each behind a circuit breaker (see :mod:`shortlist.server.breaker`)."""
+    if settings.breaker_threshold <= 0:
+        return {}
+    from shortlist.exec.client import ExecSelector
+    from shortlist.server.breaker import CircuitBreakerSelector
+
+    out: dict[str, Selector] = {}
+    for name, cfg in config.spec.active_selectors.items():
+        if cfg.type == EXEC_TYPE:
+            inner = ExecSelector.from_config(name, cfg, config.spec.sandboxes)
+            out[name] = CircuitBreakerSelector(
+                inner, threshold=settings.breaker_threshold, cooldown_s=settings.breaker_cooldown_s
+            )
+    return out
+
+
+def _corpus_retriever(settings: ServerSettings) -> Any:
+    """The ``CorpusRetriever`` of ``settings.corpus_path`` (indexed now), or None."""
+    if not settings.corpus_path:
+        return None
+    from shortlist.retrieval.corpus import CorpusRetriever
+    from shortlist.retrieval.loader import load_documents
+
+    return CorpusRetriever(load_documents(settings.corpus_path), scoring=settings.corpus_scoring)
+
+
+class ServiceState:
+    """The per-process state of the service.
+
+    Args:
+        settings: the service settings.
+    """
+
+    def __init__(self, settings: ServerSettings) -> None:
+        from shortlist.adapters.catalog import load_catalog
+
+        self.settings = settings
+        self.metrics = ServiceMetrics()
+        self.ready = False
+        config = load_runtime_config(settings.config_path) if settings.config_path else RuntimeConfig()
+        self.shortlist = Shortlist(
+            selector=settings.selector or DEFAULT,
+            config=config,
+            selectors=_guarded_exec_selectors(config, settings),
+        )
+        self.catalogs: dict[str, tuple[Candidate, ...]] = {
+            name: tuple(load_catalog(path)) for name, path in settings.catalogs.items()
+        }
+        self.memory: MemoryStore = open_memory_store(settings.memory_url)
+        self.retriever: Any = _corpus_retriever(settings)
+        self._embedder: Embedder | None = None
+        self._embedder_lock = threading.Lock()
+        self._hooked = False
+
+    def start(self) -> None:
+        """Hook the metrics to the library's events and warm the selector on every catalog."""
+        add_event_hook(self.metrics.on_event)
+        self._hooked = True
+        for catalog in self.catalogs.values():
+            for kind in ("tool", "skill"):
+                if catalog:
+                    selector = self.shortlist.selector_for(kind)
+                    if selector is not None and not selector.name.startswith("exec"):
+                        try:
+                            selector.select(Query(text="warm up", kind=kind), catalog)
+                        except Exception:  # warming is best effort; a real request reports errors
+                            logger.debug("warm-up of %s failed", selector.name, exc_info=True)
+        self.ready = True
+
+    def selector_names(self) -> tuple[str, ...]:
+        """Names a request may ask for (never ``exec:COMMAND``: a client must not run programs)."""
+        return tuple(n for n in self.shortlist.registry.names if not n.startswith("exec:"))
+
+    def embedder(self) -> Embedder:
+        """The embedding model of the interop endpoints (the configured provider, else the default)."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                ctx_embedder = self.shortlist.registry._context().embeddings
+                if ctx_embedder is None:
+                    from shortlist.embeddings.default import default_embedder
+
+                    ctx_embedder = default_embedder()
+                self._embedder = ctx_embedder
+            return self._embedder
+
+    def close(self) -> None:
+        """Stop selectors and workers, close the memory store, unhook the metrics."""
+        self.ready = False
+        if self._hooked:
+            remove_event_hook(self.metrics.on_event)
+            self._hooked = False
+        try:
+            self.shortlist.close()
+        finally:
+            self.memory.close()

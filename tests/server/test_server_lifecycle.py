@@ -1,0 +1,167 @@
+"""Congruence (library = server = CLI), graceful shutdown, and ``shortlist serve`` as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from server_helpers import serve
+
+from shortlist.events import Event, add_event_hook, remove_event_hook
+from shortlist.selection.facade import Shortlist
+from shortlist.server import ServerSettings
+
+EXAMPLE = Path(str(resources.files("shortlist.data") / "example_tools.json"))
+BEHAVE = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
+QUERIES = ["send an email to bob", "what's the weather in Paris tomorrow", "create an invoice for ACME", "", "zzz"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_library_server_and_cli_give_identical_ids() -> None:
+    with Shortlist(EXAMPLE) as sl:
+        library = [list(sl.select(q, k=5).ids) for q in QUERIES]
+    with serve(ServerSettings(catalogs={"ex": str(EXAMPLE)})) as srv, srv.client() as c:
+        server = [c.post("/v1/select", json={"query": q, "catalog": "ex", "k": 5}).json()["selected"] for q in QUERIES]
+    cli = []
+    for q in QUERIES:
+        out = subprocess.run(
+            [sys.executable, "-m", "shortlist.cli", "select", "--json", "--catalog", str(EXAMPLE), "--k", "5", q],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        cli.append(json.loads(out.stdout)["selected"])
+    assert library == server == cli
+    assert library[0][0] == "send_email" and len(library[3]) > 5  # a narrowed turn and a fallback turn
+
+
+def test_graceful_shutdown_finishes_in_flight_requests_and_stops_workers(tmp_path: Path) -> None:
+    config = tmp_path / "runtime.yaml"
+    config.write_text(
+        "spec:\n  selectors:\n"
+        f"    slow:\n      command: {sys.executable}\n      args: [{str(BEHAVE)!r}, sleep, '1.5']\n"
+        "      timeout_ms: 10000\n"
+        f"    pidw:\n      command: {sys.executable}\n      args: [{str(BEHAVE)!r}, worker_pid]\n      worker: true\n"
+    )
+    spawned = threading.Event()
+
+    def hook(event: Event) -> None:
+        if event.name == "exec.spawned" and getattr(event, "selector", "") == "slow":
+            spawned.set()
+
+    cands = [{"id": "a", "description": "alpha"}, {"id": "b", "description": "beta"}]
+    result: dict[str, Any] = {}
+    add_event_hook(hook)
+    try:
+        with serve(ServerSettings(config_path=str(config))) as srv:
+            with srv.client() as c:
+                r = c.post("/v1/selectors/pidw:select", json={"query": {"text": "x"}, "candidates": cands})
+                worker_pid = int(r.json()["reason"])
+                os.kill(worker_pid, 0)  # the persistent worker is alive
+
+            def in_flight() -> None:
+                with srv.client() as c2:
+                    result["r"] = c2.post(
+                        "/v1/select", json={"query": "alpha", "candidates": cands, "selector": "slow"}
+                    )
+
+            t = threading.Thread(target=in_flight)
+            t.start()
+            assert spawned.wait(20), "the slow selector never started"
+            srv.server.should_exit = True  # what SIGTERM does
+            t.join(30)
+            srv.thread.join(30)
+            assert not srv.thread.is_alive()
+    finally:
+        remove_event_hook(hook)
+    r = result["r"]
+    assert r.status_code == 200 and r.json()["fallback"] is None and r.json()["ranked"] == ["a"]
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):
+            os.kill(worker_pid, 0)
+            time.sleep(0.05)
+
+
+def test_serve_refuses_non_loopback_without_a_key() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SHORTLIST_API_KEYS"}
+    out = subprocess.run(
+        [sys.executable, "-m", "shortlist.cli", "serve", "--host", "0.0.0.0", "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode == 2
+    assert "refusing to bind 0.0.0.0 without an API key" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_with_two_workers_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = _free_port()
+    env = dict(os.environ, SHORTLIST_API_KEYS="k1,k2")
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shortlist.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--catalog",
+            f"ex={EXAMPLE}",
+            "--memory",
+            f"sqlite:///{tmp_path / 'm.db'}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer k2"}, timeout=10) as c:
+            for _ in range(300):
+                try:
+                    if c.get("/readyz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            for _ in range(20):
+                r = c.post("/v1/select", json={"query": "send an email", "catalog": "ex", "k": 2})
+                assert r.status_code == 200 and r.json()["ranked"][0] == "send_email"
+            assert httpx.post(f"{url}/v1/select", json={"query": "x", "catalog": "ex"}).status_code == 401
+            # memories written through one worker are read through the other (shared SQLite file)
+            for i in range(10):
+                c.post("/v1/memory/remember", json={"scope": {"user_id": "w"}, "content": f"note {i}"})
+            assert len(c.post("/v1/memory/list", json={"scope": {"user_id": "w"}}).json()["memories"]) == 10
+            text = c.get("/metrics").text  # multiprocess mode: the sum over both workers
+            assert 'shortlist_http_requests_total{method="POST",route="/v1/select",status="200"} 20.0' in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    assert code == 0, proc.stderr.read() if proc.stderr else ""

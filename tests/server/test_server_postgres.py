@@ -1,0 +1,45 @@
+"""Scale-out on shared state: two service instances on one PostgreSQL database, and a database restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server_helpers import PostgresServer
+
+
+def test_two_replicas_share_memories_through_postgres(server_factory: Any, pg_dsn: str) -> None:
+    with (
+        server_factory(memory_url=pg_dsn) as one,
+        server_factory(memory_url=pg_dsn) as two,
+        one.client() as c1,
+        two.client() as c2,
+    ):
+        scope = {"user_id": "shared"}
+        r = c1.post("/v1/memory/remember", json={"scope": scope, "content": "written by replica one"})
+        assert r.status_code == 200, r.text
+        got = c2.post("/v1/memory/recall", json={"scope": scope, "query": "replica"}).json()["memories"]
+        assert [m["content"] for m in got] == ["written by replica one"]
+        assert c2.post("/v1/memory/forget", json={"scope": scope, "all": True}).json() == {"deleted": 1}
+        assert c1.post("/v1/memory/list", json={"scope": scope}).json() == {"memories": []}
+
+
+def test_database_restart_fails_cleanly_then_recovers(
+    server_factory: Any, pg_dsn: str, postgres: PostgresServer
+) -> None:
+    scope = {"user_id": "restart"}
+    with server_factory(memory_url=pg_dsn) as srv, srv.client() as c:
+        for i in range(5):
+            assert c.post("/v1/memory/remember", json={"scope": scope, "content": f"before {i}"}).status_code == 200
+        postgres.stop("fast")
+        try:
+            r = c.post("/v1/memory/remember", json={"scope": scope, "content": "during outage"})
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "unavailable" and "Traceback" not in r.text
+            assert c.post("/v1/memory/list", json={"scope": scope}).status_code == 503
+            assert c.post("/v1/select", json={"query": "x", "candidates": [{"id": "a"}]}).status_code == 200
+        finally:
+            postgres.start()
+        r = c.post("/v1/memory/remember", json={"scope": scope, "content": "after restart"})
+        assert r.status_code == 200, r.text
+        listed = [m["content"] for m in c.post("/v1/memory/list", json={"scope": scope}).json()["memories"]]
+        assert listed == [f"before {i}" for i in range(5)] + ["after restart"]
