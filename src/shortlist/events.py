@@ -152,4 +152,3 @@ def _summary(event: Event) -> str:
             continue
         parts.append(f"{f.name}={value!r}")
     return " ".join(parts)
-
