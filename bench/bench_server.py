@@ -174,9 +174,19 @@ end
 """
 
 
+def query_texts(distinct: int) -> list[str]:
+    """``distinct`` different queries: the fixed eight, then verb/noun/number combinations."""
+    out = list(QUERIES)
+    n = 0
+    while len(out) < distinct:
+        out.append(f"{VERBS[n % len(VERBS)]} the {NOUNS[(n // len(VERBS)) % len(NOUNS)]} number {n}")
+        n += 1
+    return out[:distinct]
+
+
 def run_wrk(url: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     lines = []
-    for n, q in enumerate(QUERIES, 1):
+    for n, q in enumerate(query_texts(args.distinct), 1):
         body = json.dumps({"query": q, "catalog": "tools", "k": 5})
         lines.append(f"bodies[{n}] = {json.dumps(body)}")
     script = tmp / "select.lua"
@@ -280,6 +290,13 @@ def main() -> None:
     p.add_argument("--selector", help="selector (default hybrid when available, else lexical)")
     p.add_argument("--fault", choices=sorted(FAULTS), help="bind /v1/select to a faulty external selector")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument(
+        "--distinct",
+        type=int,
+        default=len(QUERIES),
+        help="distinct query texts (default 8: their embeddings are cached after the first turns; "
+        "thousands make every turn embed its query with the model)",
+    )
     p.add_argument("--httpx", action="store_true", help="use the httpx load generator even if wrk is installed")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()

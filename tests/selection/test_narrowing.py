@@ -275,3 +275,15 @@ def test_value_types_validate() -> None:
         Selection(("a",), scores=(1.0, 2.0))
     with pytest.raises(ValueError):
         NarrowingPolicy(order="random")  # type: ignore[arg-type]
+
+
+def test_a_reused_catalog_tuple_follows_the_pin_policy_of_each_call() -> None:
+    cands = (Candidate("ops__a"), Candidate("x1"), Candidate("x2"))
+    sel = Recording(["x1"])
+    first = narrow(sel, Query("q"), cands, NarrowingPolicy(pins=PinPolicy(namespaces=("ops",))))
+    second = narrow(sel, Query("q"), cands, NarrowingPolicy(pins=PinPolicy(namespaces=())))
+    assert first.ids == ("x1", "ops__a") and second.ids == ("x1",)
+    assert sel.calls[0][1] == ("x1", "x2") and sel.calls[1][1] == ("ops__a", "x1", "x2")
+    rebuilt = tuple(Candidate(c.id, description="changed") for c in cands)  # a new catalog object
+    third = narrow(None, Query("q"), rebuilt, NarrowingPolicy(pins=PinPolicy(namespaces=("ops",))))
+    assert [c.description for c in third.surfaced] == ["changed"] * 3

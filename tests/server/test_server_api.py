@@ -110,11 +110,13 @@ def test_body_and_candidate_limits_answer_413(server_factory: Any) -> None:
         big = {"query": "x", "candidates": [{"id": f"t{i}", "description": "y" * 100} for i in range(40)]}
         r = c.post("/v1/select", json=big)
         assert r.status_code == 413 and "2048 bytes" in r.json()["error"]["message"]
-        r = c.post(
-            "/v1/select",
-            content=json.dumps(big).encode(),
-            headers={"content-type": "application/json", "transfer-encoding": "chunked"},
-        )
+        payload = json.dumps(big).encode()
+
+        def chunks() -> Any:  # no content-length: httpx sends a real chunked body
+            for i in range(0, len(payload), 512):
+                yield payload[i : i + 512]
+
+        r = c.post("/v1/select", content=chunks(), headers={"content-type": "application/json"})
         assert r.status_code == 413
         r = c.post("/v1/select", json={"query": "x", "candidates": TOOLS})
         assert r.status_code == 413 and r.json()["error"]["code"] == "too_many_candidates"
@@ -223,3 +225,33 @@ def test_retrieve_grounds_a_conversation_in_the_corpus(server_factory: Any, tmp_
 def test_health_endpoints(server_factory: Any, path: str) -> None:
     with server_factory() as srv, srv.client() as c:
         assert c.get(path).status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["embedded", "qdrant"])
+def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path, backend: str) -> None:
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "\n".join(
+            json.dumps(d)
+            for d in [
+                {"id": "refunds", "title": "Refunds", "text": "Refunds are issued within 14 days of a return request."},
+                {"id": "shipping", "title": "Shipping", "text": "Orders ship from the Lyon warehouse in two days."},
+            ]
+        )
+    )
+    index = tmp_path / "index"
+    build = [sys.executable, "-m", "shortlist.cli", "index", "build", "--docs", str(docs), "--path", str(index)]
+    out = subprocess.run([*build, "--backend", backend], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    messages = [{"role": "user", "content": "how many days until my refund is issued?"}]
+    replicas = 2 if backend == "embedded" else 1  # Qdrant's local mode allows one client per folder; a server many
+    answers = []
+    for _ in range(replicas):
+        with server_factory(corpus_index=str(index)) as srv, srv.client() as c:
+            r = c.post("/v1/retrieve", json={"scope": {"user_id": "u1"}, "messages": messages})
+            assert r.status_code == 200, r.text
+            answers.append([d["metadata"]["document_id"] for d in r.json()["documents"]])
+    assert answers[0][:1] == ["refunds"] and all(a == answers[0] for a in answers)

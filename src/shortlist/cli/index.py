@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from shortlist.cli._output import write_json, write_text
-from shortlist.errors import CatalogError, ConfigError
+from shortlist.errors import ConfigError
 
 __all__ = ["register"]
 
-_SIDECAR = "shortlist-index.json"
+_SIDECAR = "shortlist-index.json"  # = shortlist.retrieval.backends.opening.INDEX_DESCRIPTION
 
 
 def register(sub: Any) -> None:
@@ -54,55 +53,20 @@ def register(sub: Any) -> None:
     q.set_defaults(func=run_query)
 
 
-def _embedder(name: str) -> Any:
-    from shortlist.embeddings.default import DEFAULT_MODEL_NAME, default_embedder
-    from shortlist.retrieval._hash_embedder import HashingEmbedder
-
-    if name in ("default", DEFAULT_MODEL_NAME):
-        return default_embedder()
-    if name == "hashing":
-        return HashingEmbedder()
-    if name.startswith("hashing-") and name[8:].isdigit():
-        return HashingEmbedder(int(name[8:]))
-    raise ConfigError(f"unknown embedder {name!r}: use 'default' or 'hashing'")
-
-
 def _open(path: Path, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
-    """Open the index at ``path``: from its manifest/sidecar when it exists, else as the args say."""
-    from shortlist.retrieval.backends.embedded import EmbeddedBackend
+    """Open the index at ``path``: from its description when it exists, else as the args say."""
+    from shortlist.retrieval.backends.opening import open_index
     from shortlist.retrieval.document import Chunker
 
-    sidecar = path / _SIDECAR
-    info: dict[str, Any] = {}
-    try:
-        if sidecar.is_file():
-            info = dict(json.loads(sidecar.read_text(encoding="utf-8")))
-        elif (path / "manifest.json").is_file():
-            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-            info = {"backend": "embedded", "embedder": manifest["embedder"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CatalogError(f"{path}: unreadable index description: {exc}") from exc
-    if backend is None and not info:
-        raise ConfigError(f"{path}: no shortlist index here (build one with 'shortlist index build')")
-    kind = info.get("backend") or backend
-    if backend is not None and info and kind != backend:
-        raise ConfigError(f"{path} holds a {kind} index, not {backend}")
-    emb = _embedder(str(embedder_name or info.get("embedder") or "default"))
-    if embedder_name is not None and info.get("embedder") and emb.model_name != info["embedder"]:
-        raise ConfigError(f"{path} was built with embedder {info['embedder']!r}; rebuild it to change embedder")
-    chunker = Chunker(args.chunk_words, args.chunk_overlap) if args is not None else None
-    if kind == "embedded":
-        return EmbeddedBackend(path, embedder=emb, chunker=chunker)
-    from shortlist.retrieval.backends.qdrant import QdrantBackend
-
-    url = info.get("url") or (args.url if args is not None else None)
-    api_key_env = info.get("api_key_env") or (args.api_key_env if args is not None else "QDRANT_API_KEY")
-    collection = info.get("collection") or (args.collection if args is not None else "shortlist")
-    if url:
-        return QdrantBackend(
-            url=url, api_key=os.environ.get(api_key_env), collection=collection, embedder=emb, chunker=chunker
-        )
-    return QdrantBackend(path=str(path), collection=collection, embedder=emb, chunker=chunker)
+    return open_index(
+        path,
+        backend=backend,
+        embedder_name=embedder_name,
+        url=args.url if args is not None else None,
+        api_key_env=args.api_key_env if args is not None else "QDRANT_API_KEY",
+        collection=args.collection if args is not None else "shortlist",
+        chunker=Chunker(args.chunk_words, args.chunk_overlap) if args is not None else None,
+    )
 
 
 def run_build(args: argparse.Namespace) -> int:

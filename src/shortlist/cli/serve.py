@@ -44,6 +44,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--corpus", help="documents for /v1/retrieve: a folder of .md/.txt files or a JSONL file")
     p.add_argument(
+        "--corpus-index",
+        help="an index built by 'shortlist index build' (embedded folder or a Qdrant collection's description)",
+    )
+    p.add_argument(
         "--corpus-scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid", help="corpus retrieval scoring"
     )
     p.add_argument("--selector", help="selector of /v1/select (default: the config's binding, else the default)")
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         max_candidates=args.max_candidates,
         request_timeout_s=args.timeout,
         corpus_path=args.corpus,
+        corpus_index=args.corpus_index,
         corpus_scoring=args.corpus_scoring,
         breaker_threshold=args.breaker_threshold,
         breaker_cooldown_s=args.breaker_cooldown,

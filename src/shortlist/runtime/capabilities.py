@@ -36,6 +36,7 @@ class Capabilities:
         self.skills: Any = None
         self.mcp: Any = None
         self._mcp_tools: dict[str, Candidate] = {}
+        self._skill_candidates: tuple[Candidate, ...] | None = None
         self._started = False
         self._start_lock = asyncio.Lock()
 
@@ -60,9 +61,11 @@ class Capabilities:
                 self.skills = SkillsCapability(load_skill_set(self.pack.skills), pack_tools=ceiling)
             self._started = True
 
-    def skill_candidates(self) -> list[Candidate]:
-        """The skills eligible this turn (empty when the pack has none)."""
-        return self.skills.candidates() if self.skills is not None else []
+    def skill_candidates(self) -> tuple[Candidate, ...]:
+        """The skills eligible this turn (empty when the pack has none); the same tuple every turn."""
+        if self._skill_candidates is None and self.skills is not None:
+            self._skill_candidates = tuple(self.skills.candidates())
+        return self._skill_candidates or ()
 
     def begin_skill_turn(self, turn: TurnSelection | None) -> None:
         """Make ``turn`` this turn's skill index (None: the full index)."""

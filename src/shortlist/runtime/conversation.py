@@ -141,6 +141,7 @@ class Conversation:
         self._tool_selector_arg = tool_selector
         self._skills_selector_arg = skills_selector
         self._tools = {t.name: t for t in pack.tools}
+        self._candidates: tuple[Candidate, ...] | None = None
         if len(self._tools) != len(pack.tools):
             raise ConfigError(f"pack {pack.id!r} defines a tool name twice")
         self.grounding = Grounding(pack, budget_tokens=grounding_tokens)
@@ -242,7 +243,13 @@ class Conversation:
         report.timings_ms["overhead"] = round(overhead, 3)
         return TurnResult(answer=answer, report=report, request=request, stopped=stopped)
 
-    def _tool_candidates(self) -> list[Candidate]:
+    def _tool_candidates(self) -> tuple[Candidate, ...]:
+        # A tuple that stays the same object across turns lets narrowing reuse its pin split.
+        if self._candidates is None:
+            self._candidates = tuple(self._build_tool_candidates())
+        return self._candidates
+
+    def _build_tool_candidates(self) -> list[Candidate]:
         pack_tools = [t.candidate for t in self.pack.tools] + self.capabilities.mcp_candidates()
         allowed = self.pack.allowed_tools
         if allowed is None:

@@ -21,7 +21,9 @@ import asyncio
 import concurrent.futures
 import fnmatch
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -66,7 +68,7 @@ _executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_pre
 
 def is_wildcard(candidate_id: str) -> bool:
     """Return True for a pattern entry such as ``mcp__server__*`` (never a rankable candidate)."""
-    return any(ch in candidate_id for ch in "*?[")
+    return "*" in candidate_id or "?" in candidate_id or "[" in candidate_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,14 +181,30 @@ class TurnSelection:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Split:
-    eligible: list[Candidate]
-    rankable: list[Candidate]
-    pinned: list[Candidate]
+    eligible: tuple[Candidate, ...]
+    rankable: tuple[Candidate, ...]
+    pinned: tuple[Candidate, ...]
+    rankable_by_id: dict[str, Candidate]
+
+
+# The split of a catalog depends only on the catalog and the pins. A catalog passed as a
+# tuple (what ``Shortlist`` and the server hold) is split once and reused on every turn:
+# at 10,000 candidates the pin checks would otherwise cost more than the ranking.
+_SPLIT_CACHE: OrderedDict[tuple[int, PinPolicy], tuple[tuple[Candidate, ...], _Split]] = OrderedDict()
+_SPLIT_CACHE_SIZE = 16
+_split_lock = threading.Lock()
 
 
 def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
+    key = (id(candidates), pins)
+    if isinstance(candidates, tuple):
+        with _split_lock:
+            hit = _SPLIT_CACHE.get(key)
+            if hit is not None and hit[0] is candidates:
+                _SPLIT_CACHE.move_to_end(key)
+                return hit[1]
     seen: set[str] = set()
     eligible: list[Candidate] = []
     rankable: list[Candidate] = []
@@ -197,7 +215,13 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
         seen.add(c.id)
         eligible.append(c)
         (pinned if pins.is_pinned(c.id) else rankable).append(c)
-    return _Split(eligible, rankable, pinned)
+    split = _Split(tuple(eligible), tuple(rankable), tuple(pinned), {c.id: c for c in rankable})
+    if isinstance(candidates, tuple):
+        with _split_lock:
+            _SPLIT_CACHE[key] = (candidates, split)  # the reference keeps id() from being reused
+            while len(_SPLIT_CACHE) > _SPLIT_CACHE_SIZE:
+                _SPLIT_CACHE.popitem(last=False)
+    return split
 
 
 def _precheck(selector: Selector | None, query: Query, split: _Split) -> str | None:
@@ -261,7 +285,7 @@ def _resolve(
     if not isinstance(answer, Selection):
         err = TypeError(f"selector returned {type(answer).__name__}, expected Selection")
         return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed_ms, error=err, hooks=hooks)
-    known = {c.id for c in split.rankable}
+    known = split.rankable_by_id
     ranked: list[str] = []
     scores: dict[str, float] = {}
     rejected: list[str] = []
@@ -302,7 +326,7 @@ def _made(
     rejected: tuple[str, ...],
     hooks: Sequence[EventHook],
 ) -> TurnSelection:
-    by_id = {c.id: c for c in split.rankable}
+    by_id = split.rankable_by_id
     chosen = set(ranked)
     pinned_ids = {c.id for c in split.pinned}
     if policy.order == "ranking":
@@ -361,7 +385,7 @@ def narrow(
     pre = _precheck(selector, query, split)
     if pre is not None or selector is None:
         return _fallback(query, split, pre or "no_selector", selector=selector, hooks=hooks)
-    rankable = tuple(split.rankable)
+    rankable = split.rankable
     start = time.perf_counter()
     try:
         if policy.timeout_s is None:
@@ -399,7 +423,7 @@ async def anarrow(
     pre = _precheck(selector, query, split)
     if pre is not None or selector is None:
         return _fallback(query, split, pre or "no_selector", selector=selector, hooks=hooks)
-    rankable = tuple(split.rankable)
+    rankable = split.rankable
     start = time.perf_counter()
     try:
         answer: Any = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)

@@ -108,6 +108,8 @@ class ServerSettings(BaseModel):
         embed_model: the name reported by ``/v1/embeddings`` and ``/v1/rerank``.
         corpus_path: documents for ``/v1/retrieve`` (a folder of ``.md``/``.txt`` or a JSONL file),
             indexed in memory at start-up (None: no corpus, the route answers 404).
+        corpus_index: an index built by ``shortlist index build`` (an embedded folder, or a
+            folder describing a Qdrant collection on a server): what replicas share.
         corpus_scoring: ``hybrid``, ``lexical`` or ``overlap`` (see ``CorpusRetriever``).
         breaker_threshold: consecutive failures of an external selector that open its circuit
             breaker (0 disables the breaker).
@@ -127,6 +129,7 @@ class ServerSettings(BaseModel):
     request_timeout_s: float = Field(default=30.0, gt=0)
     embed_model: str = "all-MiniLM-L6-v2"
     corpus_path: str | None = None
+    corpus_index: str | None = None
     corpus_scoring: Literal["hybrid", "lexical", "overlap"] = "hybrid"
     breaker_threshold: int = Field(default=3, ge=0)
     breaker_cooldown_s: float = Field(default=5.0, gt=0)

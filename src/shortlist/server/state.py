@@ -71,10 +71,21 @@ def _guarded_exec_selectors(config: RuntimeConfig, settings: ServerSettings) -> 
 
 
 def _corpus_retriever(settings: ServerSettings) -> Any:
-    """The ``CorpusRetriever`` of ``settings.corpus_path`` (indexed now), or None."""
+    """The ``CorpusRetriever`` of ``settings.corpus_index`` (opened) or ``corpus_path`` (indexed now), or None.
+
+    Raises:
+        ConfigError: both are given.
+    """
+    if settings.corpus_index and settings.corpus_path:
+        raise ConfigError("give --corpus (documents indexed at start-up) or --corpus-index (a built index), not both")
+    from shortlist.retrieval.corpus import CorpusRetriever
+
+    if settings.corpus_index:
+        from shortlist.retrieval.backends.opening import open_index
+
+        return CorpusRetriever(backend=open_index(settings.corpus_index), scoring=settings.corpus_scoring)
     if not settings.corpus_path:
         return None
-    from shortlist.retrieval.corpus import CorpusRetriever
     from shortlist.retrieval.loader import load_documents
 
     return CorpusRetriever(load_documents(settings.corpus_path), scoring=settings.corpus_scoring)

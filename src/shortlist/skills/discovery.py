@@ -12,7 +12,7 @@ from shortlist.errors import CatalogError
 from shortlist.events import Event, emit
 from shortlist.skills.parser import Skill, parse_skill_file
 
-__all__ = ["SkillShadowed", "discover_skills"]
+__all__ = ["SkillShadowed", "add_first_wins", "discover_skills"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +37,20 @@ def _walk(root: Path) -> list[Path]:
     return found
 
 
+def add_first_wins(skills: dict[str, Skill], skill: Skill) -> bool:
+    """Add ``skill`` unless its name is taken; report a shadowed definition as an event.
+
+    Returns:
+        True when ``skill`` was added.
+    """
+    kept = skills.get(skill.name)
+    if kept is not None:
+        emit(SkillShadowed(skill=skill.name, kept=str(kept.path or "inline"), ignored=str(skill.path or "inline")))
+        return False
+    skills[skill.name] = skill
+    return True
+
+
 def discover_skills(sources: Iterable[str | Path | Skill]) -> list[Skill]:
     """Return the skills of ``sources`` (directories walked recursively, or inline skills).
 
@@ -56,14 +70,5 @@ def discover_skills(sources: Iterable[str | Path | Skill]) -> list[Skill]:
                 raise CatalogError(f"skill source {root} is not a directory")
             found = [parse_skill_file(d) for d in _walk(root)]
         for skill in found:
-            if skill.name in skills:
-                emit(
-                    SkillShadowed(
-                        skill=skill.name,
-                        kept=str(skills[skill.name].path or "inline"),
-                        ignored=str(skill.path or "inline"),
-                    )
-                )
-                continue
-            skills[skill.name] = skill
+            add_first_wins(skills, skill)
     return list(skills.values())

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shortlist.errors import CatalogError, ConfigError
-from shortlist.events import emit
-from shortlist.skills.discovery import SkillShadowed, discover_skills
+from shortlist.skills.discovery import add_first_wins, discover_skills
 from shortlist.skills.parser import Skill
 from shortlist.types import Candidate
 
@@ -166,16 +165,7 @@ def load_skill_set(sources: Iterable[SkillSource | str | os.PathLike[str] | Skil
         for skill in found:
             if source.preload:
                 preload.add(skill.name)  # OR-ed across sources, even when this definition loses
-            if skill.name in skills:
-                emit(
-                    SkillShadowed(
-                        skill=skill.name,
-                        kept=str(skills[skill.name].path or "inline"),
-                        ignored=str(skill.path or "inline"),
-                    )
-                )
-                continue
-            skills[skill.name] = skill
-            paths[skill.name] = _virtual_path(source, skill)
+            if add_first_wins(skills, skill):
+                paths[skill.name] = _virtual_path(source, skill)
     ordered = dict(sorted(skills.items()))
     return SkillSet(skills=ordered, virtual_paths={n: paths[n] for n in ordered}, preload=frozenset(preload))
