@@ -16,16 +16,12 @@ from typing import Any
 from shortlist.cli._output import fail, write_json
 from shortlist.errors import ContextBudgetError
 from shortlist.reduction import (
-    ContextSelector,
     Diagnostics,
     ExecutionContext,
     MessageFormatError,
     ReductionStage,
-    counter_for_model,
-    newest_first_selector,
     openai_from_fragments,
     openai_to_fragments,
-    relevance_selector,
 )
 
 __all__ = ["register"]
@@ -90,15 +86,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("reduce: give --max-tokens, --max-chars or both")
     messages = _load(args.messages)
     fragments = openai_to_fragments(messages)
-    counter = counter_for_model(args.model)
-    selector: ContextSelector = relevance_selector() if args.selector == "relevance" else newest_first_selector()
-    stage = ReductionStage(
-        "cli",
-        max_tokens=args.max_tokens,
-        max_chars=args.max_chars,
-        counter=counter,
-        selector=selector,
-        max_calls=0,
+    stage = ReductionStage.local(
+        "cli", max_tokens=args.max_tokens, max_chars=args.max_chars, selector=args.selector, model=args.model
     )
     diagnostics = Diagnostics()
     try:
@@ -112,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     tokens_before = result.tokens_before
     tokens_after = result.tokens_after
     if tokens_before is None:  # char budget only: still report tokens
-        tokens_before = sum(counter.count(f.text) for f in fragments)
-        tokens_after = sum(counter.count(f.text) for f in result.fragments)
+        tokens_before = sum(stage.counter.count(f.text) for f in fragments)
+        tokens_after = sum(stage.counter.count(f.text) for f in result.fragments)
     write_json(
         {
             "messages": reduced,
@@ -121,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             "tokens_after": tokens_after,
             "chars_before": result.chars_before,
             "chars_after": result.chars_after,
-            "counter": counter.name,
+            "counter": stage.counter.name,
             "diagnostics": diagnostics.to_list(),
         }
     )

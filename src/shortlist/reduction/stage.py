@@ -136,6 +136,45 @@ class ReductionStage:
         self.best_effort = best_effort
         self.hooks: tuple[EventHook, ...] = tuple(hooks)
 
+    @classmethod
+    def local(
+        cls,
+        id: str,
+        *,
+        max_tokens: int | None = None,
+        max_chars: int | None = None,
+        selector: str = "relevance",
+        model: str | None = None,
+        hooks: Sequence[EventHook] = (),
+    ) -> ReductionStage:
+        """A stage with local reducers only (no model call): what the CLI, the service and the runtime use.
+
+        Args:
+            id: the stage id.
+            max_tokens: token budget, or ``None``.
+            max_chars: character budget, or ``None``.
+            selector: ``"relevance"`` (steps most relevant to the current turn) or ``"newest"``.
+            model: the model whose tokenizer counts tokens (default ``o200k_base``).
+            hooks: extra event hooks.
+
+        Raises:
+            ConfigError: an unknown selector, or no budget.
+        """
+        from shortlist.reduction.local import newest_first_selector, relevance_selector
+
+        if selector not in ("relevance", "newest"):
+            raise ConfigError(f"selector must be 'relevance' or 'newest', not {selector!r}")
+        reducer = relevance_selector() if selector == "relevance" else newest_first_selector()
+        return cls(
+            id,
+            max_tokens=max_tokens,
+            max_chars=max_chars,
+            counter=counter_for_model(model),
+            selector=reducer,
+            max_calls=0,
+            hooks=hooks,
+        )
+
     async def reduce(
         self,
         fragments: Sequence[ContextFragment],

@@ -372,9 +372,8 @@ class Conversation:
 def _make_reducer(max_tokens: int | None, max_chars: int | None, kind: str) -> Any:
     if max_tokens is None and max_chars is None:
         return None
-    from shortlist.reduction import ReductionStage, newest_first_selector, relevance_selector
+    from shortlist.reduction import ReductionStage
 
     if kind not in ("relevance", "newest"):
         raise ConfigError(f"reduction must be 'relevance' or 'newest', not {kind!r}")
-    selector = relevance_selector() if kind == "relevance" else newest_first_selector()
-    return ReductionStage("history", max_tokens=max_tokens, max_chars=max_chars, selector=selector, max_calls=0)
+    return ReductionStage.local("history", max_tokens=max_tokens, max_chars=max_chars, selector=kind)

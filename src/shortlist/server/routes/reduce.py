@@ -81,16 +81,12 @@ class ReduceResponse(BaseModel):
 def reduce(body: ReduceRequest) -> dict[str, Any]:
     """Reduce ``messages`` to the budget without touching protected content."""
     from shortlist.reduction import (
-        ContextSelector,
         Diagnostics,
         ExecutionContext,
         MessageFormatError,
         ReductionStage,
-        counter_for_model,
-        newest_first_selector,
         openai_from_fragments,
         openai_to_fragments,
-        relevance_selector,
     )
 
     if body.max_tokens is None and body.max_chars is None:
@@ -99,10 +95,8 @@ def reduce(body: ReduceRequest) -> dict[str, Any]:
         fragments = openai_to_fragments([m.model_dump(exclude_none=True) for m in body.messages])
     except (MessageFormatError, ValueError, TypeError) as exc:
         raise ApiError(422, "invalid_request", f"invalid messages: {exc}") from None
-    counter = counter_for_model(body.model)
-    selector: ContextSelector = relevance_selector() if body.selector == "relevance" else newest_first_selector()
-    stage = ReductionStage(
-        "http", max_tokens=body.max_tokens, max_chars=body.max_chars, counter=counter, selector=selector, max_calls=0
+    stage = ReductionStage.local(
+        "http", max_tokens=body.max_tokens, max_chars=body.max_chars, selector=body.selector, model=body.model
     )
     diagnostics = Diagnostics()
     try:
@@ -115,6 +109,6 @@ def reduce(body: ReduceRequest) -> dict[str, Any]:
         "tokens_after": result.tokens_after,
         "chars_before": result.chars_before,
         "chars_after": result.chars_after,
-        "counter": counter.name,
+        "counter": stage.counter.name,
         "diagnostics": diagnostics.to_list(),
     }
