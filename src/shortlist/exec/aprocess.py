@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
-from shortlist.exec.process import EXIT_GRACE_S, RunResult, TailBuffer, describe_exit
+from shortlist.errors import SelectorProcessError
+from shortlist.exec.process import EXIT_GRACE_S, RunResult, TailBuffer, finish_run
 from shortlist.exec.sandbox import Launch
 
 __all__ = ["arun_once"]
@@ -140,26 +140,15 @@ async def arun_once(
         exited.cancel()
         await _release(proc, readers)
     elapsed = (time.monotonic() - started) * 1000
-    tail = err.text()
-    if failure is not None and on_kill is not None:
-        on_kill(proc.pid, failure, elapsed, tail)
-    if failure == "timeout":
-        raise SelectorTimeout(
-            f"no answer within {timeout_s * 1000:.0f} ms; process group killed",
-            selector=selector,
-            elapsed_ms=elapsed,
-            stderr_tail=tail,
-        )
-    if failure == "oversized":
-        raise SelectorProtocolError(
-            f"stdout exceeded {max_output_bytes} bytes; process group killed",
-            selector=selector,
-            elapsed_ms=elapsed,
-            stderr_tail=tail,
-        )
-    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    if rc != 0:
-        raise SelectorProcessError(
-            f"selector process {describe_exit(rc)}", selector=selector, elapsed_ms=elapsed, stderr_tail=tail
-        )
-    return RunResult(bytes(out), tail, elapsed, proc.pid)
+    return finish_run(
+        pid=proc.pid,
+        returncode=proc.returncode,
+        failure=failure,
+        out=bytes(out),
+        tail=err.text(),
+        elapsed=elapsed,
+        timeout_s=timeout_s,
+        max_output_bytes=max_output_bytes,
+        selector=selector,
+        on_kill=on_kill,
+    )

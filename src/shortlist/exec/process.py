@@ -27,6 +27,7 @@ __all__ = [
     "RunResult",
     "TailBuffer",
     "describe_exit",
+    "finish_run",
     "kill_group",
     "run_once",
     "spawn",
@@ -159,6 +160,52 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=0.25)
 
 
+def finish_run(
+    *,
+    pid: int,
+    returncode: int | None,
+    failure: str | None,
+    out: bytes,
+    tail: str,
+    elapsed: float,
+    timeout_s: float,
+    max_output_bytes: int,
+    selector: str,
+    on_kill: Callable[[int, str, float, str], None] | None,
+) -> RunResult:
+    """Turn a finished (or killed) call into its result, or the typed error that says why it failed.
+
+    Shared by the blocking and the asyncio runners so both report failures identically.
+
+    Raises:
+        SelectorTimeout: ``failure == "timeout"``.
+        SelectorProtocolError: ``failure == "oversized"``.
+        SelectorProcessError: the process exited non-zero (or was killed by a signal).
+    """
+    if failure is not None and on_kill is not None:
+        on_kill(pid, failure, elapsed, tail)
+    if failure == "timeout":
+        raise SelectorTimeout(
+            f"no answer within {timeout_s * 1000:.0f} ms; process group killed",
+            selector=selector,
+            elapsed_ms=elapsed,
+            stderr_tail=tail,
+        )
+    if failure == "oversized":
+        raise SelectorProtocolError(
+            f"stdout exceeded {max_output_bytes} bytes; process group killed",
+            selector=selector,
+            elapsed_ms=elapsed,
+            stderr_tail=tail,
+        )
+    rc = returncode if returncode is not None else -signal.SIGKILL
+    if rc != 0:
+        raise SelectorProcessError(
+            f"selector process {describe_exit(rc)}", selector=selector, elapsed_ms=elapsed, stderr_tail=tail
+        )
+    return RunResult(out, tail, elapsed, pid)
+
+
 def run_once(
     launch: Launch,
     payload: bytes,
@@ -209,29 +256,18 @@ def run_once(
         _close_pipes(proc)
         _reap(proc)
     elapsed = _ms_since(started)
-    tail = err.text()
-    if failure is not None and on_kill is not None:
-        on_kill(proc.pid, failure, elapsed, tail)
-    if failure == "timeout":
-        raise SelectorTimeout(
-            f"no answer within {timeout_s * 1000:.0f} ms; process group killed",
-            selector=selector,
-            elapsed_ms=elapsed,
-            stderr_tail=tail,
-        )
-    if failure == "oversized":
-        raise SelectorProtocolError(
-            f"stdout exceeded {max_output_bytes} bytes; process group killed",
-            selector=selector,
-            elapsed_ms=elapsed,
-            stderr_tail=tail,
-        )
-    rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
-    if rc != 0:
-        raise SelectorProcessError(
-            f"selector process {describe_exit(rc)}", selector=selector, elapsed_ms=elapsed, stderr_tail=tail
-        )
-    return RunResult(bytes(out), tail, elapsed, proc.pid)
+    return finish_run(
+        pid=proc.pid,
+        returncode=proc.returncode,
+        failure=failure,
+        out=bytes(out),
+        tail=err.text(),
+        elapsed=elapsed,
+        timeout_s=timeout_s,
+        max_output_bytes=max_output_bytes,
+        selector=selector,
+        on_kill=on_kill,
+    )
 
 
 def _pump(
