@@ -287,3 +287,33 @@ def test_a_reused_catalog_tuple_follows_the_pin_policy_of_each_call() -> None:
     rebuilt = tuple(Candidate(c.id, description="changed") for c in cands)  # a new catalog object
     third = narrow(None, Query("q"), rebuilt, NarrowingPolicy(pins=PinPolicy(namespaces=("ops",))))
     assert [c.description for c in third.surfaced] == ["changed"] * 3
+
+
+def test_event_to_dict_is_every_field_but_the_level() -> None:
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import shortlist
+    from shortlist.events import Event
+
+    for info in pkgutil.walk_packages(shortlist.__path__, "shortlist."):
+        if not info.name.endswith("__main__"):
+            try:
+                importlib.import_module(info.name)
+            except ImportError:  # an optional extra that is not installed
+                continue
+
+    def subclasses(cls: type[Event]) -> list[type[Event]]:
+        out = []
+        for sub in cls.__subclasses__():
+            out += [sub, *subclasses(sub)]
+        return out
+
+    classes = subclasses(Event)
+    assert len(classes) >= 10
+    for cls in classes:
+        event = cls()
+        expected = dataclasses.asdict(event)
+        expected.pop("level")
+        assert event.to_dict() == expected, cls.__name__

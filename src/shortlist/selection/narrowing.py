@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from shortlist.errors import SelectorError, SelectorTimeout
@@ -125,6 +126,9 @@ class NarrowingPolicy:
             raise ValueError("timeout_s must be positive or None")
 
 
+_ID = attrgetter("id")
+
+
 @dataclass(frozen=True, slots=True)
 class TurnSelection:
     """What surfaces this turn, and why.
@@ -158,7 +162,7 @@ class TurnSelection:
     @property
     def ids(self) -> tuple[str, ...]:
         """The ids that surface this turn, in order."""
-        return tuple(c.id for c in self.surfaced)
+        return tuple(map(_ID, self.surfaced))
 
     @property
     def narrowed(self) -> bool:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from shortlist.server.errors import install_error_handlers
 from shortlist.server.middleware import ServiceMiddleware
+from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import health, interop, memory, reduce, retrieve, select, selectors
 from shortlist.server.settings import ServerSettings
 from shortlist.server.state import ServiceState
@@ -98,6 +99,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         version=__version__,
         description=_DESCRIPTION,
         lifespan=lifespan,
+        default_response_class=FastJSONResponse,
     )
     app.state.settings = settings
     install_error_handlers(app)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from shortlist.selection.narrowing import anarrow
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
+from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import JsonInt, state_of
 from shortlist.types import Candidate, Query
 
@@ -95,7 +95,7 @@ def to_candidates(items: list[CandidateIn], limit: int) -> list[Candidate]:
 
 
 @router.post("/v1/select", response_model=SelectResponse, summary="Select the tools or skills for one turn")
-async def select(body: SelectRequest, request: Request) -> JSONResponse:
+async def select(body: SelectRequest, request: Request) -> FastJSONResponse:
     """Narrow the candidates for ``query``; the answer says what surfaces, the scores and any fallback."""
     state = state_of(request)
     if (body.candidates is None) == (body.catalog is None):
@@ -117,4 +117,4 @@ async def select(body: SelectRequest, request: Request) -> JSONResponse:
     else:
         turn = await sl.aselect(body.query, candidates, kind=body.kind, k=body.k)
     state.metrics.observe_selection(body.kind, turn.selector, turn.fallback)
-    return JSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation
+    return FastJSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation

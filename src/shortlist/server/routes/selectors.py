@@ -13,12 +13,12 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.exec.protocol import WireRequest, WireResponse, decode_request
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
+from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import state_of
 
 __all__ = ["router"]
@@ -50,8 +50,8 @@ _REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def _wire_error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"selected": None, "reason": None, "scores": None, "error": message}, status_code=status)
+def _wire_error(status: int, message: str) -> FastJSONResponse:
+    return FastJSONResponse({"selected": None, "reason": None, "scores": None, "error": message}, status_code=status)
 
 
 @router.post(
@@ -62,7 +62,7 @@ def _wire_error(status: int, message: str) -> JSONResponse:
     openapi_extra={"requestBody": _REQUEST_BODY},
     responses={502: {"model": WireResponse}, 504: {"model": WireResponse}},
 )
-async def select_with(name: str, request: Request) -> JSONResponse:
+async def select_with(name: str, request: Request) -> FastJSONResponse:
     """Answer a wire-protocol request with the selector called ``name``."""
     state = state_of(request)
     if name not in state.selector_names():
@@ -101,4 +101,4 @@ async def select_with(name: str, request: Request) -> JSONResponse:
     doc["reason"] = selection.reason
     doc["scores"] = list(selection.scores) if selection.scores is not None else None
     doc["abstained"] = selection.abstained
-    return JSONResponse(doc)
+    return FastJSONResponse(doc)
