@@ -103,6 +103,7 @@ def test_exec_protocol_over_http_reports_a_failing_external_selector(tmp_path: P
         metrics = c.get("/metrics").text
         assert 'shortlist_selection_fallbacks_total{reason="timeout",selector="slow"} 1.0' in metrics
         assert 'shortlist_external_selector_timeouts_total{selector="slow"}' in metrics
+        assert 'shortlist_circuit_breaker_changes_total{selector="broken",state="open"} 1.0' in metrics
 
 
 def test_body_and_candidate_limits_answer_413(server_factory: Any) -> None:

@@ -57,6 +57,13 @@ class ServiceMetrics:
             registry=r,
         )
 
+        self.breaker_changes = Counter(
+            "shortlist_circuit_breaker_changes",
+            "Circuit breakers of external selectors opening and closing",
+            ["selector", "state"],
+            registry=r,
+        )
+
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request and record its latency."""
         self.requests.labels(route, method, str(status)).inc()
@@ -67,7 +74,7 @@ class ServiceMetrics:
         self.selections.labels(kind, selector or "none", "fallback" if fallback else "narrowed").inc()
 
     def on_event(self, event: Event) -> None:
-        """Event hook: count fallbacks, external-selector timeouts and worker restarts."""
+        """Event hook: count fallbacks, external-selector timeouts, worker restarts and breaker changes."""
         if isinstance(event, SelectionFallback):
             self.fallbacks.labels(event.reason, event.selector or "none").inc()
             return
@@ -76,6 +83,8 @@ class ServiceMetrics:
             self.exec_timeouts.labels(selector).inc()
         elif event.name == "exec.worker_restarted":
             self.exec_restarts.labels(selector).inc()
+        elif event.name == "breaker.changed":
+            self.breaker_changes.labels(selector, str(getattr(event, "state", ""))).inc()
 
     def exposition(self) -> bytes:
         """The text exposition format of every metric (all workers' in multiprocess mode)."""
