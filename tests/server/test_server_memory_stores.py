@@ -127,5 +127,88 @@ def test_round_trip_keeps_every_field(store: MemoryStore) -> None:
     assert got.metadata == {"provenance": "user_requested", "n": [1, 2]} and got.turn_range == (3, 5)
 
 
+def test_concurrent_replacements_of_one_id_leave_one_memory(store: MemoryStore) -> None:
+    first = store.save(Memory("fact", "version start", A, id="mem_same"))
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        try:
+            start.wait()
+            for i in range(15):
+                store.save(Memory("fact", f"version {n}-{i}", A, id="mem_same"))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    (only,) = store.list(A)
+    assert only.id == "mem_same" and only.created_at == first.created_at
+    assert only.content.startswith("version ") and only.content != "version start"
+
+
+def test_replacing_a_memory_replaces_what_recall_matches(store: MemoryStore) -> None:
+    m = store.save(Memory("preference", "likes green tea", A))
+    store.save(Memory("preference", "likes black coffee", A, id=m.id))
+    assert store.retrieve(A, "tea") == []
+    assert [x.content for x in store.retrieve(A, "coffee")] == ["likes black coffee"]
+
+
+def test_a_save_is_visible_to_another_store_on_the_same_database(store: MemoryStore, tmp_path: Path) -> None:
+    if isinstance(store, InMemoryStore):
+        pytest.skip("process-local store")
+    saved = store.save(Memory("fact", "committed when save returns", A))
+    if isinstance(store, SqliteMemoryStore):
+        other: MemoryStore = SqliteMemoryStore(store.path)
+    else:
+        from shortlist.memory.postgres import PostgresMemoryStore
+
+        assert isinstance(store, PostgresMemoryStore)
+        other = PostgresMemoryStore(store.dsn)
+    with other:
+        assert other.list(A) == [saved]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+def test_http_bodies_have_every_field_of_the_response_models(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path, server_factory: Any
+) -> None:
+    from shortlist.server.routes.memory import MemoriesOut, MemoryOut
+
+    url = {"memory": "memory:", "sqlite": f"sqlite:///{tmp_path / 'm.db'}"}.get(backend)
+    url = url or request.getfixturevalue("pg_dsn")
+    fields = list(MemoryOut.model_fields)
+    with server_factory(memory_url=url) as srv, srv.client() as c:
+        plain = c.post("/v1/memory/remember", json={"scope": A, "content": "plain tea"}).json()
+        assert list(plain) == fields  # the model's keys, in its order, none left out
+        assert plain["metadata"] == {} and plain["session_id"] is None and plain["expires_at"] is None
+        assert plain["scope"] == A and plain["turn_range"] == [0, 0] and plain["confidence"] == 1.0
+        full = {
+            "scope": A,
+            "content": "full tea",
+            "type": "fact",
+            "id": "m1",
+            "metadata": {"a": [1, 2.5, None, "x"], "b": {"c": True}},
+            "confidence": 0.5,
+            "session_id": "sess",
+            "expires_at": "2099-01-01T01:00:00+02:00",
+        }
+        got = c.post("/v1/memory/remember", json=full).json()
+        assert MemoryOut.model_validate(got).model_dump() == got
+        assert {k: got[k] for k in ("id", "type", "content", "metadata", "confidence", "session_id")} == {
+            k: full[k] for k in ("id", "type", "content", "metadata", "confidence", "session_id")
+        }
+        assert datetime.fromisoformat(got["expires_at"]) == datetime(2098, 12, 31, 23, tzinfo=UTC)
+        for path, body in (("/v1/memory/list", {"scope": A}), ("/v1/memory/recall", {"scope": A, "query": "tea"})):
+            listed = c.post(path, json=body).json()
+            assert MemoriesOut.model_validate(listed).model_dump() == listed
+            assert sorted(m["id"] for m in listed["memories"]) == sorted([plain["id"], "m1"])
+            assert all(list(m) == fields for m in listed["memories"])
+
+
 def _unused(*_: Any) -> None:  # keep imports used when a backend is skipped
     return None

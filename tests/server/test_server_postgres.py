@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from server_helpers import PostgresServer
 
 
@@ -43,3 +44,29 @@ def test_database_restart_fails_cleanly_then_recovers(
         assert r.status_code == 200, r.text
         listed = [m["content"] for m in c.post("/v1/memory/list", json={"scope": scope}).json()["memories"]]
         assert listed == [f"before {i}" for i in range(5)] + ["after restart"]
+
+
+def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: str, postgres: PostgresServer) -> None:
+    from shortlist.memory import Memory
+    from shortlist.memory.postgres import MemoryStoreUnavailable, PostgresMemoryStore
+
+    scope = {"user_id": "pool"}
+    with PostgresMemoryStore(pg_dsn) as store:
+        with store._conn(), store._conn(), store._conn(), store._conn():
+            pass  # four connections, now idle in the pool
+        store.save(Memory("fact", "before", scope))
+        postgres.stop("fast")
+        try:
+            with pytest.raises(MemoryStoreUnavailable):
+                store.list(scope)
+        finally:
+            postgres.start()
+        failures = 0
+        for _ in range(4):
+            try:
+                store.list(scope)
+            except MemoryStoreUnavailable:
+                failures += 1
+        # the first dead connection met after the restart takes the other idle ones with it
+        assert failures <= 1
+        assert [m.content for m in store.list(scope)] == ["before"]

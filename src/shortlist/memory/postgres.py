@@ -1,16 +1,19 @@
 """``PostgresMemoryStore``: the memory store that replicas share, on PostgreSQL with psycopg 3.
 
 Migrations run at start-up under an advisory lock, so several workers or replicas may start at
-once; applied versions are recorded in ``shortlist_schema_migrations``. Every write is one
-transaction; a save takes a transaction-scoped advisory lock on its ``(scope, id)`` so that
-concurrent saves of one id serialise (replace = delete + insert, so a replaced memory moves to
-the end, as in the other stores). Recall uses PostgreSQL full-text search (``english``
-configuration: stemming, stopwords) with the query's content words joined by OR, ranked by
-``ts_rank`` then insertion order. Expiry is enforced in every read.
+once; applied versions are recorded in ``shortlist_schema_migrations``. Every operation is **one
+statement in autocommit mode**: one round trip to the server, and a write is durable (committed
+with the server's ``synchronous_commit``) when it returns. A save is a single
+``INSERT … ON CONFLICT (scope_key, id) DO UPDATE`` that keeps ``created_at`` and takes a new
+``pk``, so a replaced memory moves to the end, as in the other stores, and concurrent saves of one
+id serialise on the row (no explicit lock, no delete + insert). Recall uses PostgreSQL full-text
+search (``english`` configuration: stemming, stopwords) with the query's content words joined by
+OR, ranked by ``ts_rank`` then insertion order. Expiry is enforced in every read.
 
-Connections come from a small built-in pool; a broken connection is discarded, so the store
-recovers by itself after a database restart. While the database is unreachable every operation
-raises :class:`MemoryStoreUnavailable` (HTTP 503 in the service).
+Connections come from a small built-in pool; a broken connection is discarded together with the
+idle ones (after a database restart they are all dead), so the store recovers by itself. While
+the database is unreachable every operation raises :class:`MemoryStoreUnavailable` (HTTP 503 in
+the service).
 """
 
 from __future__ import annotations
@@ -68,6 +71,38 @@ _COLUMNS = (
     " created_at, accessed_at, expires_at"
 )
 
+# Insert, or replace the memory with the same (scope_key, id): the replaced row takes a fresh pk
+# (it moves to the end of the scope's insertion order) and keeps the created_at of its first save.
+# ON CONFLICT waits for a concurrent save of the same id to commit, then updates its row.
+_UPSERT = (
+    "INSERT INTO shortlist_memories (scope_key, id, type, content, metadata, confidence, scope,"
+    " session_id, turn_start, turn_end, created_at, accessed_at, expires_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (scope_key, id) DO UPDATE SET pk = DEFAULT, type = EXCLUDED.type,"
+    " content = EXCLUDED.content, metadata = EXCLUDED.metadata, confidence = EXCLUDED.confidence,"
+    " scope = EXCLUDED.scope, session_id = EXCLUDED.session_id, turn_start = EXCLUDED.turn_start,"
+    " turn_end = EXCLUDED.turn_end, accessed_at = EXCLUDED.accessed_at, expires_at = EXCLUDED.expires_at"
+    " RETURNING created_at"
+)
+
+
+def _params(key: str, m: Memory) -> tuple[Any, ...]:
+    return (
+        key,
+        m.id,
+        m.type,
+        m.content,
+        Jsonb(dict(m.metadata)),
+        m.confidence,
+        Jsonb(dict(m.scope)),
+        m.session_id,
+        m.turn_range[0],
+        m.turn_range[1],
+        m.created_at,
+        m.accessed_at,
+        m.expires_at,
+    )
+
 
 class MemoryStoreUnavailable(ShortlistError):
     """The memory database cannot be reached (or the connection broke mid-operation)."""
@@ -120,11 +155,15 @@ class PostgresMemoryStore(MemoryStore):
     # -- connections ---------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.dsn, connect_timeout=max(1, int(self._connect_timeout)), autocommit=False)
+        return psycopg.connect(self.dsn, connect_timeout=max(1, int(self._connect_timeout)), autocommit=True)
 
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction on a pooled connection; connection failures become MemoryStoreUnavailable."""
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection; connection failures become MemoryStoreUnavailable.
+
+        Each statement run on it is its own transaction (one round trip); use
+        ``conn.transaction()`` for several statements that must commit together.
+        """
         if self._closed:
             raise MemoryStoreUnavailable("this PostgresMemoryStore is closed")
         try:
@@ -134,10 +173,11 @@ class PostgresMemoryStore(MemoryStore):
         try:
             if conn is None or conn.closed:
                 conn = self._connect()
-            with conn.transaction():
-                yield conn
+            yield conn
         except psycopg.OperationalError as exc:
             if conn is not None:
+                if conn.broken:  # the server went away: the idle connections are as dead as this one
+                    self._discard_idle()
                 conn.close()
             raise MemoryStoreUnavailable(f"memory database unavailable: {str(exc).strip().splitlines()[0]}") from exc
         except BaseException:
@@ -158,13 +198,20 @@ class PostgresMemoryStore(MemoryStore):
         except queue.Full:
             conn.close()
 
+    def _discard_idle(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
+
     def migrate(self) -> int:
         """Apply the migrations not applied yet; return how many were applied.
 
         Raises:
             MemoryStoreUnavailable: the database cannot be reached.
         """
-        with self._tx() as conn:
+        with self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS shortlist_schema_migrations"
@@ -180,49 +227,21 @@ class PostgresMemoryStore(MemoryStore):
     def close(self) -> None:
         """Close every idle connection; later operations raise."""
         self._closed = True
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                break
+        self._discard_idle()
 
     # -- contract ------------------------------------------------------------------------------
 
     def save(self, memory: Memory) -> Memory:
-        """See :meth:`MemoryStore.save`."""
+        """See :meth:`MemoryStore.save` (one upsert statement: one round trip, one commit)."""
         key = scope_key(memory.scope)
         if _has_nul(memory):
             raise ValueError("PostgreSQL cannot store NUL characters (\\x00) in memory text")
         now = datetime.now(UTC)
         stored = stamp(memory, None, now)
-        with self._tx() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (key, stored.id))
-            row = conn.execute(
-                "DELETE FROM shortlist_memories WHERE scope_key = %s AND id = %s RETURNING created_at",
-                (key, stored.id),
-            ).fetchone()
-            if row is not None and memory.id:
-                stored = stamp(memory, Memory("x", "", created_at=row[0]), now)
-            conn.execute(
-                "INSERT INTO shortlist_memories (scope_key, id, type, content, metadata, confidence, scope,"
-                " session_id, turn_start, turn_end, created_at, accessed_at, expires_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    key,
-                    stored.id,
-                    stored.type,
-                    stored.content,
-                    Jsonb(dict(stored.metadata)),
-                    stored.confidence,
-                    Jsonb(dict(stored.scope)),
-                    stored.session_id,
-                    stored.turn_range[0],
-                    stored.turn_range[1],
-                    stored.created_at,
-                    stored.accessed_at,
-                    stored.expires_at,
-                ),
-            )
+        with self._conn() as conn:
+            row = conn.execute(_UPSERT, _params(key, stored)).fetchone()
+        if row is not None and row[0] != stored.created_at:  # replaced: the first save's created_at stays
+            stored = stamp(memory, Memory("x", "", created_at=row[0]), now)
         return stored
 
     @staticmethod
@@ -251,7 +270,7 @@ class PostgresMemoryStore(MemoryStore):
         key = scope_key(scope)
         where, params = self._filters(types, min_confidence)
         words = content_words(query)[:_MAX_QUERY_TERMS]
-        with self._tx() as conn:
+        with self._conn() as conn:
             if not words:
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM shortlist_memories WHERE scope_key = %s{where} ORDER BY pk LIMIT %s",
@@ -279,7 +298,7 @@ class PostgresMemoryStore(MemoryStore):
         _check_limit(limit, offset)
         key = scope_key(scope)
         where, params = self._filters(types, 0.0)
-        with self._tx() as conn:
+        with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM shortlist_memories WHERE scope_key = %s{where} ORDER BY pk LIMIT %s OFFSET %s",
                 (key, *params, limit, offset),
@@ -289,19 +308,19 @@ class PostgresMemoryStore(MemoryStore):
     def delete(self, scope: Mapping[str, str], memory_id: str) -> bool:
         """See :meth:`MemoryStore.delete`."""
         key = scope_key(scope)
-        with self._tx() as conn:
+        with self._conn() as conn:
             cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s AND id = %s", (key, memory_id))
             return cur.rowcount > 0
 
     def delete_all(self, scope: Mapping[str, str]) -> int:
         """See :meth:`MemoryStore.delete_all`."""
         key = scope_key(scope)
-        with self._tx() as conn:
+        with self._conn() as conn:
             cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s", (key,))
             return int(cur.rowcount)
 
     def purge_expired(self) -> int:
         """Delete expired memories in every scope; return how many were deleted."""
-        with self._tx() as conn:
+        with self._conn() as conn:
             cur = conn.execute("DELETE FROM shortlist_memories WHERE expires_at IS NOT NULL AND expires_at <= now()")
             return int(cur.rowcount)

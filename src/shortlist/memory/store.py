@@ -112,31 +112,37 @@ class InMemoryStore(MemoryStore):
     """A process-local store: a dict of scope buckets behind a lock. Nothing persists.
 
     Recall ranks by the number of distinct query terms (stemmed, stopwords dropped) found in
-    the content; ties keep insertion order.
+    the content; ties keep insertion order. Each memory's terms are computed once, when it is
+    saved, so a recall costs a set intersection per memory, not a tokenisation.
     """
 
     def __init__(self) -> None:
-        self._buckets: dict[str, dict[str, Memory]] = {}
+        # scope key -> memory id -> (memory, the stemmed terms of its content)
+        self._buckets: dict[str, dict[str, tuple[Memory, frozenset[str]]]] = {}
         self._lock = threading.Lock()
 
     def save(self, memory: Memory) -> Memory:
         """See :meth:`MemoryStore.save`."""
         key = scope_key(memory.scope)
         now = datetime.now(UTC)
+        vocabulary = frozenset(tokenize(memory.content, keep_stopwords=True))
         with self._lock:
             bucket = self._buckets.setdefault(key, {})
-            stored = stamp(memory, bucket.get(memory.id) if memory.id else None, now)
+            existing = bucket.get(memory.id) if memory.id else None
+            stored = stamp(memory, existing[0] if existing else None, now)
             bucket.pop(stored.id, None)  # re-insert: a replaced memory moves to the end
-            bucket[stored.id] = stored
+            bucket[stored.id] = (stored, vocabulary)
         return stored
 
-    def _live(self, scope: Mapping[str, str], types: Sequence[str] | None) -> builtins.list[Memory]:
+    def _live(
+        self, scope: Mapping[str, str], types: Sequence[str] | None
+    ) -> builtins.list[tuple[Memory, frozenset[str]]]:
         key = scope_key(scope)
         now = datetime.now(UTC)
         wanted = set(types or ())
         with self._lock:
             items = builtins.list(self._buckets.get(key, {}).values())
-        return [m for m in items if not m.is_expired(now) and (not wanted or m.type in wanted)]
+        return [(m, v) for m, v in items if not m.is_expired(now) and (not wanted or m.type in wanted)]
 
     def retrieve(
         self,
@@ -149,13 +155,13 @@ class InMemoryStore(MemoryStore):
     ) -> builtins.list[Memory]:
         """See :meth:`MemoryStore.retrieve`."""
         _check_limit(limit)
-        items = [m for m in self._live(scope, types) if min_confidence <= 0 or m.confidence >= min_confidence]
+        items = [(m, v) for m, v in self._live(scope, types) if min_confidence <= 0 or m.confidence >= min_confidence]
         wanted = set(terms(query)) if query.strip() else set()
         if not wanted:
-            return items[:limit]
+            return [m for m, _ in items[:limit]]
         scored = []
-        for pos, m in enumerate(items):
-            hits = len(wanted.intersection(tokenize(m.content, keep_stopwords=True)))
+        for pos, (m, vocabulary) in enumerate(items):
+            hits = len(wanted.intersection(vocabulary))
             if hits:
                 scored.append((-hits, pos, m))
         scored.sort(key=lambda t: (t[0], t[1]))
@@ -171,7 +177,7 @@ class InMemoryStore(MemoryStore):
     ) -> builtins.list[Memory]:
         """See :meth:`MemoryStore.list`."""
         _check_limit(limit, offset)
-        return self._live(scope, types)[offset : offset + limit]
+        return [m for m, _ in self._live(scope, types)[offset : offset + limit]]
 
     def delete(self, scope: Mapping[str, str], memory_id: str) -> bool:
         """See :meth:`MemoryStore.delete`."""
