@@ -70,3 +70,18 @@ def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: st
         # the first dead connection met after the restart takes the other idle ones with it
         assert failures <= 1
         assert [m.content for m in store.list(scope)] == ["before"]
+
+
+def test_queries_are_never_prepared_so_each_is_planned_for_its_own_scope(pg_dsn: str) -> None:
+    from shortlist.memory import Memory
+    from shortlist.memory.postgres import PostgresMemoryStore
+
+    scope = {"user_id": "plans"}
+    with PostgresMemoryStore(pg_dsn, pool_size=1) as store:
+        for i in range(8):  # psycopg prepares a statement on its 5th run by default
+            store.save(Memory("fact", f"tea number {i}", scope))
+            store.list(scope)
+            store.retrieve(scope, "tea")
+        with store._conn() as conn:  # the one pooled connection that ran them all
+            prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+    assert prepared == (0,)
