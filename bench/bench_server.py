@@ -145,7 +145,7 @@ def start_server(tmp: Path, args: argparse.Namespace) -> tuple[subprocess.Popen[
         )
         cmd += ["--config", str(config)]
         selector = "faulty"
-    cmd += ["--selector", selector]
+    cmd += ["--selector", selector, *args.serve_arg]
     port = cmd[cmd.index("--port") + 1]
     log = open(tmp / "server.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -288,6 +288,12 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--tools", type=int, default=1000)
     p.add_argument("--selector", help="selector (default hybrid when available, else lexical)")
+    p.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="one more argument for `shortlist serve` (repeatable), e.g. --serve-arg=--threads --serve-arg=6",
+    )
     p.add_argument("--fault", choices=sorted(FAULTS), help="bind /v1/select to a faulty external selector")
     p.add_argument("--port", type=int, default=0)
     p.add_argument(

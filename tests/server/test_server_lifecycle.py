@@ -99,6 +99,18 @@ def test_graceful_shutdown_finishes_in_flight_requests_and_stops_workers(tmp_pat
             time.sleep(0.05)
 
 
+def test_serve_names_the_flag_of_an_out_of_range_setting() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "shortlist.cli", "serve", "--threads", "0", "--breaker-cooldown", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--threads: Input should be greater than or equal to 1" in out.stderr
+    assert "--breaker-cooldown: Input should be greater than 0" in out.stderr
+
+
 def test_serve_refuses_non_loopback_without_a_key() -> None:
     env = {k: v for k, v in os.environ.items() if k != "SHORTLIST_API_KEYS"}
     out = subprocess.run(

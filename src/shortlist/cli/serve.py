@@ -58,6 +58,12 @@ def register(sub: Any) -> None:
         help="memory store: memory:, sqlite:///PATH or postgresql://... (default $SHORTLIST_MEMORY_URL or memory:)",
     )
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest request body (413 above)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=32,
+        help="threads per worker running selectors and embeddings (default 32)",
+    )
     p.add_argument("--max-candidates", type=int, default=5000, help="most inline candidates per request (413 above)")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (504 after)")
     p.add_argument(
@@ -71,6 +77,22 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+# Settings fields whose command-line flag is not the field name with dashes.
+_FLAGS = {
+    "selection_threads": "--threads",
+    "request_timeout_s": "--timeout",
+    "breaker_cooldown_s": "--breaker-cooldown",
+    "memory_url": "--memory",
+    "config_path": "--config",
+    "corpus_path": "--corpus",
+}
+
+
+def _flag_of(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else ""
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist serve`` until interrupted."""
     import uvicorn
@@ -80,21 +102,28 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         return fail("serve: --workers must be >= 1")
-    settings = ServerSettings.build(
-        api_keys_file=args.api_keys_file,
-        config_path=args.config,
-        catalogs=dict(args.catalog),
-        selector=args.selector,
-        memory_url=args.memory,
-        max_body_bytes=args.max_body_bytes,
-        max_candidates=args.max_candidates,
-        request_timeout_s=args.timeout,
-        corpus_path=args.corpus,
-        corpus_index=args.corpus_index,
-        corpus_scoring=args.corpus_scoring,
-        breaker_threshold=args.breaker_threshold,
-        breaker_cooldown_s=args.breaker_cooldown,
-    )
+    from pydantic import ValidationError
+
+    try:
+        settings = ServerSettings.build(
+            api_keys_file=args.api_keys_file,
+            config_path=args.config,
+            catalogs=dict(args.catalog),
+            selector=args.selector,
+            memory_url=args.memory,
+            max_body_bytes=args.max_body_bytes,
+            max_candidates=args.max_candidates,
+            selection_threads=args.threads,
+            request_timeout_s=args.timeout,
+            corpus_path=args.corpus,
+            corpus_index=args.corpus_index,
+            corpus_scoring=args.corpus_scoring,
+            breaker_threshold=args.breaker_threshold,
+            breaker_cooldown_s=args.breaker_cooldown,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{_flag_of(err['loc'])}: {err['msg']}" for err in exc.errors())
+        return fail(f"serve: {problems}")
     if not settings.api_keys and not is_loopback(args.host):
         return fail(
             f"serve: refusing to bind {args.host} without an API key; set SHORTLIST_API_KEYS or --api-keys-file, "

@@ -10,9 +10,11 @@ reads the settings the parent put in ``SHORTLIST_SERVER_SETTINGS``.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -80,6 +82,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = ServiceState(settings)
         app.state.service = service
+        executor = ThreadPoolExecutor(max_workers=settings.selection_threads, thread_name_prefix="shortlist-select")
+        asyncio.get_running_loop().set_default_executor(executor)
         try:
             service.start()
             # Catalogs, indexes and models loaded at start-up live as long as the process:
@@ -92,6 +96,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         finally:
             logger.info("shortlist service shutting down")
             service.close()
+            executor.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         responses=_ERROR_RESPONSES,

@@ -113,7 +113,10 @@ class ServerSettings(BaseModel):
         corpus_scoring: ``hybrid``, ``lexical`` or ``overlap`` (see ``CorpusRetriever``).
         breaker_threshold: consecutive failures of an external selector that open its circuit
             breaker (0 disables the breaker).
-        breaker_cooldown_s: seconds an open breaker refuses calls before one probe.
+        breaker_cooldown_s: seconds an open breaker refuses calls before a background probe.
+        selection_threads: threads per worker that run selectors and embeddings (the event loop's
+            default executor). More than Python's default (CPUs + 4) lets concurrent queries share
+            a model run (see :class:`~shortlist.embeddings.batching.Coalescer`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -133,6 +136,7 @@ class ServerSettings(BaseModel):
     corpus_scoring: Literal["hybrid", "lexical", "overlap"] = "hybrid"
     breaker_threshold: int = Field(default=3, ge=0)
     breaker_cooldown_s: float = Field(default=5.0, gt=0)
+    selection_threads: int = Field(default=32, ge=1, le=1024)
 
     @classmethod
     def build(
