@@ -177,3 +177,70 @@ def test_serve_with_two_workers_answers_and_stops_on_sigterm(tmp_path: Path) -> 
             os.killpg(proc.pid, signal.SIGKILL)
             raise
     assert code == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def _established_per_pid(pids: list[int], port: int) -> dict[int, int]:
+    """Established TCP connections on local ``port`` held by each of ``pids`` (from /proc)."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes[target[8:-1]] = pid
+    counts = dict.fromkeys(pids, 0)
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].split(":")[1], 16)
+        if local_port == port and fields[3] == "01" and fields[9] in inodes:  # 01: ESTABLISHED
+            counts[inodes[fields[9]]] += 1
+    return counts
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT balancing is Linux's")
+def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(port), "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    conns: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        workers = [
+            int(p)
+            for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        ]
+        workers = [p for p in workers if "multiprocessing-fork" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert len(workers) == 2
+        for _ in range(64):  # a burst, as a load balancer's pool or a load generator opens them
+            conns.append(socket.create_connection(("127.0.0.1", port)))
+        for c in conns:  # one request each, so every connection has been accepted
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        for c in conns:
+            assert c.recv(4096).startswith(b"HTTP/1.1 200")
+        counts = _established_per_pid(workers, port)
+        assert sum(counts.values()) == 64
+        # the kernel hashes connections over both sockets: 32 +/- a few, never 64/0 or 54/10
+        assert min(counts.values()) >= 16, counts
+    finally:
+        for c in conns:
+            c.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    assert code == 0, proc.stderr.read() if proc.stderr else ""

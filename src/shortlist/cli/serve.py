@@ -77,6 +77,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+_APP = "shortlist.server.app:app_from_env"
+
 # Settings fields whose command-line flag is not the field name with dashes.
 _FLAGS = {
     "selection_threads": "--threads",
@@ -137,16 +139,30 @@ def run(args: argparse.Namespace) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shortlist-metrics-")
     if args.access_log:
         logging.getLogger("shortlist.server.access").setLevel(logging.INFO)
-    uvicorn.run(
-        "shortlist.server.app:app_from_env",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level="info" if args.verbose else "warning",
-        access_log=False,
-        timeout_graceful_shutdown=30,
-    )
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "log_level": "info" if args.verbose else "warning",
+        "access_log": False,
+        "timeout_graceful_shutdown": 30,
+    }
+    from shortlist.server.listen import ReusePortSocket, reuseport_supported
+
+    if args.workers > 1 and reuseport_supported():
+        # one listening socket per worker (SO_REUSEPORT): the kernel spreads connections evenly
+        from uvicorn.supervisors import Multiprocess
+
+        config = uvicorn.Config(_APP, **options)
+        try:
+            reservation = ReusePortSocket(config.host, config.port, config.backlog)
+        except OSError as exc:
+            return fail(f"serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}")
+        with reservation:
+            Multiprocess(config, sockets=[reservation]).run()
+        return 0
+    uvicorn.run(_APP, **options)
     return 0
 
 

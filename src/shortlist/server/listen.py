@@ -1,0 +1,76 @@
+"""Per-worker listening sockets, so the kernel spreads connections evenly across workers.
+
+uvicorn's ``--workers`` shares one listening socket among the worker processes: whichever worker
+calls ``accept()`` first takes the connection. A burst of long-lived keep-alive connections (a
+load balancer's pool, a load generator) can then land mostly on one worker (32/0 and 27/5 splits
+of 32 connections were seen), leaving the other core idle. On Linux, ``SO_REUSEPORT`` gives each
+worker its own listening socket on the same address and the kernel hashes each new connection to
+one of them.
+
+The parent process binds a :class:`ReusePortSocket` (never listening: it only reserves the
+address and fixes the port when 0 was asked). uvicorn passes it to each worker by pickling it
+(the ``spawn`` start method); unpickled in the worker, it becomes that worker's own listening
+socket on the same address. A restarted worker gets a new one the same way. One caveat of
+``SO_REUSEPORT``: connections still queued, not yet accepted, on a worker that dies are reset.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Any
+
+__all__ = ["ReusePortSocket", "reuseport_supported"]
+
+
+def reuseport_supported() -> bool:
+    """True where ``SO_REUSEPORT`` balances connections across listening sockets (Linux)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def _bound(family: int, host: str, port: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _listening(family: int, host: str, port: int, backlog: int) -> socket.socket:
+    """A worker's own listening socket on the reserved address (what a pickled reservation becomes)."""
+    sock = _bound(family, host, port)
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+class ReusePortSocket(socket.socket):
+    """The parent's reservation of ``host:port``: bound with ``SO_REUSEPORT``, never listening.
+
+    Pickling it (to start a worker) yields a new listening socket on the same address instead of
+    a duplicate of this one.
+
+    Args:
+        host: the address to bind.
+        port: the port (0: a free one, fixed here for every worker).
+        backlog: the workers' listen backlog.
+
+    Raises:
+        OSError: the address cannot be bound (in use, not local, …).
+    """
+
+    def __init__(self, host: str, port: int, backlog: int = 2048) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__(family, socket.SOCK_STREAM)
+        try:
+            self.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            self.bind((host, port))
+        except OSError:
+            self.close()
+            raise
+        self.backlog = backlog
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        host, port = self.getsockname()[:2]
+        return (_listening, (self.family, host, port, self.backlog))
