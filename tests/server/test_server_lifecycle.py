@@ -199,6 +199,12 @@ def _established_per_pid(pids: list[int], port: int) -> dict[int, int]:
     return counts
 
 
+def _listeners(port: int) -> int:
+    """Listening TCP sockets on local ``port`` (state 0A in /proc/net/tcp)."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for line in lines if int(line.split()[1].split(":")[1], 16) == port and line.split()[3] == "0A")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT balancing is Linux's")
 def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
     port = _free_port()
@@ -224,6 +230,11 @@ def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
         ]
         workers = [p for p in workers if "multiprocessing-fork" in Path(f"/proc/{p}/cmdline").read_text()]
         assert len(workers) == 2
+        for _ in range(600):  # /readyz answered from one worker; wait until both listen
+            if _listeners(port) == 2:
+                break
+            time.sleep(0.1)
+        assert _listeners(port) == 2
         for _ in range(64):  # a burst, as a load balancer's pool or a load generator opens them
             conns.append(socket.create_connection(("127.0.0.1", port)))
         for c in conns:  # one request each, so every connection has been accepted

@@ -9,8 +9,10 @@ one of them.
 
 The parent process binds a :class:`ReusePortSocket` (never listening: it only reserves the
 address and fixes the port when 0 was asked). uvicorn passes it to each worker by pickling it
-(the ``spawn`` start method); unpickled in the worker, it becomes that worker's own listening
-socket on the same address. A restarted worker gets a new one the same way. One caveat of
+(the ``spawn`` start method); unpickled in the worker, it becomes that worker's own socket on the
+same address, which the worker's server starts listening on when the app is ready, so a worker
+still loading gets no connections. A restarted worker gets a new one the same way. Until the
+first worker is ready, connections are refused rather than queued. One caveat of
 ``SO_REUSEPORT``: connections still queued, not yet accepted, on a worker that dies are reset.
 """
 
@@ -36,10 +38,13 @@ def _bound(family: int, host: str, port: int) -> socket.socket:
     return sock
 
 
-def _listening(family: int, host: str, port: int, backlog: int) -> socket.socket:
-    """A worker's own listening socket on the reserved address (what a pickled reservation becomes)."""
+def _worker_socket(family: int, host: str, port: int) -> socket.socket:
+    """A worker's own socket on the reserved address (what a pickled reservation becomes).
+
+    Bound but not listening: the worker's server listens on it once the app has started (warm
+    selectors, loaded models), so the kernel never hands a connection to a worker still starting.
+    """
     sock = _bound(family, host, port)
-    sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
@@ -73,4 +78,4 @@ class ReusePortSocket(socket.socket):
 
     def __reduce__(self) -> tuple[Any, ...]:
         host, port = self.getsockname()[:2]
-        return (_listening, (self.family, host, port, self.backlog))
+        return (_worker_socket, (self.family, host, port))
