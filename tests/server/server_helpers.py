@@ -110,3 +110,47 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_postgres(prefix: str = "shortlist-pg-") -> Iterator[PostgresServer]:
+    """A real PostgreSQL server in a temp dir (under /tmp) on a free loopback port, stopped on exit.
+
+    Skips the calling test (with the reason) when the server binaries are missing, or when running
+    as root without a ``postgres`` user to run the server as (initdb refuses root).
+    """
+    import os
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found; run scripts/install-postgres")
+    datadir = tempfile.mkdtemp(prefix=prefix)  # in /tmp, not under pytest's root-only folders
+    runas: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server as")
+        os.chown(datadir, pw.pw_uid, pw.pw_gid)
+        runas = ["runuser", "-u", "postgres", "--"]
+    done = subprocess.run(
+        [*runas, initdb, "-D", datadir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"initdb failed: {done.stderr.strip()[-2000:]}")
+    server = PostgresServer(datadir, _free_port(), runas, pg_ctl)
+    server.start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            server.stop("immediate")
+        shutil.rmtree(datadir, ignore_errors=True)
