@@ -79,20 +79,28 @@ def register(sub: Any) -> None:
 
 _APP = "shortlist.server.app:app_from_env"
 
-# Settings fields whose command-line flag is not the field name with dashes.
-_FLAGS = {
-    "selection_threads": "--threads",
-    "request_timeout_s": "--timeout",
-    "breaker_cooldown_s": "--breaker-cooldown",
-    "memory_url": "--memory",
-    "config_path": "--config",
-    "corpus_path": "--corpus",
+# ServerSettings field -> the argparse destination of the flag that sets it: builds the settings
+# and names the flag when a value is out of range.
+_FIELDS = {
+    "config_path": "config",
+    "catalogs": "catalog",
+    "selector": "selector",
+    "memory_url": "memory",
+    "max_body_bytes": "max_body_bytes",
+    "max_candidates": "max_candidates",
+    "selection_threads": "threads",
+    "request_timeout_s": "timeout",
+    "corpus_path": "corpus",
+    "corpus_index": "corpus_index",
+    "corpus_scoring": "corpus_scoring",
+    "breaker_threshold": "breaker_threshold",
+    "breaker_cooldown_s": "breaker_cooldown",
 }
 
 
 def _flag_of(loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else ""
-    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+    return "--" + _FIELDS.get(field, field).replace("_", "-")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,22 +115,9 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     try:
-        settings = ServerSettings.build(
-            api_keys_file=args.api_keys_file,
-            config_path=args.config,
-            catalogs=dict(args.catalog),
-            selector=args.selector,
-            memory_url=args.memory,
-            max_body_bytes=args.max_body_bytes,
-            max_candidates=args.max_candidates,
-            selection_threads=args.threads,
-            request_timeout_s=args.timeout,
-            corpus_path=args.corpus,
-            corpus_index=args.corpus_index,
-            corpus_scoring=args.corpus_scoring,
-            breaker_threshold=args.breaker_threshold,
-            breaker_cooldown_s=args.breaker_cooldown,
-        )
+        fields = {name: getattr(args, dest) for name, dest in _FIELDS.items()}
+        fields["catalogs"] = dict(fields["catalogs"])
+        settings = ServerSettings.build(api_keys_file=args.api_keys_file, **fields)
     except ValidationError as exc:
         problems = "; ".join(f"{_flag_of(err['loc'])}: {err['msg']}" for err in exc.errors())
         return fail(f"serve: {problems}")
