@@ -30,12 +30,10 @@ def reuseport_supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 
 
-def _bound(family: int, host: str, port: int) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
+def _bind_reuseport(sock: socket.socket, host: str, port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    return sock
 
 
 def _worker_socket(family: int, host: str, port: int) -> socket.socket:
@@ -44,7 +42,8 @@ def _worker_socket(family: int, host: str, port: int) -> socket.socket:
     Bound but not listening: the worker's server listens on it once the app has started (warm
     selectors, loaded models), so the kernel never hands a connection to a worker still starting.
     """
-    sock = _bound(family, host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    _bind_reuseport(sock, host, port)
     sock.set_inheritable(True)
     return sock
 
@@ -68,9 +67,7 @@ class ReusePortSocket(socket.socket):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__(family, socket.SOCK_STREAM)
         try:
-            self.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            self.bind((host, port))
+            _bind_reuseport(self, host, port)
         except OSError:
             self.close()
             raise
