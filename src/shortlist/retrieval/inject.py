@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -64,6 +65,13 @@ _SLOT = {
     "memory_context": re.compile(r"\{\{\s*memory_context\s*\}\}"),
     "grounding": re.compile(r"\{\{\s*grounding\s*\}\}"),
 }
+#: Both slots in one pattern: the template is scanned once, so text put into one slot is never
+#: scanned again and can never introduce a slot of its own.
+_ANY_SLOT = re.compile(r"\{\{\s*(memory_context|grounding)\s*\}\}")
+#: Characters that render as nothing (zero-width spaces and joiners, bidi marks, soft hyphens).
+_INVISIBLE = re.compile(
+    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
 
 
 @runtime_checkable
@@ -107,8 +115,19 @@ _COUNT: Callable[[str], int] | None = None
 
 
 def _clean(text: str) -> str:
-    """One line, and no text that could open or close an injection block."""
-    return _TAG.sub(r"&lt;\1", " ".join(text.split()))
+    """One line, and no text that could open or close an injection block.
+
+    Invisible characters are dropped, so ``</memo\u200bries>`` cannot pass for text. A line that
+    spells a block tag only once compatibility forms are folded (full-width ``＜／ｍｅｍｏｒｉｅｓ＞``,
+    small-form ``﹤``) is folded with NFKC before the tags are neutralised; other lines keep
+    their characters.
+    """
+    line = _INVISIBLE.sub("", " ".join(text.split()))
+    if not _TAG.search(line):
+        folded = unicodedata.normalize("NFKC", line)
+        if folded != line and _TAG.search(folded):
+            line = folded
+    return _TAG.sub(r"&lt;\1", line)
 
 
 def default_line(memory: Memory) -> str:
@@ -268,8 +287,8 @@ def render_grounding(
         return f"{template}\n\n{extra}" if extra else template
     if not has_doc:
         mem_block = "\n".join(b for b in (mem_block, doc_block) if b)
-    rendered = _SLOT["memory_context"].sub(lambda _: mem_block, template)
-    return _SLOT["grounding"].sub(lambda _: doc_block, rendered)
+    blocks = {"memory_context": mem_block, "grounding": doc_block}
+    return _ANY_SLOT.sub(lambda m: blocks[m.group(1)], template)
 
 
 def render_system_prompt(
