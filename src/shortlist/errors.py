@@ -12,7 +12,8 @@
     │   └── SelectorProcessError  the external process could not start or exited non-zero
     ├── EmbeddingError            an embedding provider failed
     ├── ContextBudgetError        a conversation cannot fit its budget without touching protected content
-    └── MemoryScopeError          a memory operation named no valid scope
+    ├── MemoryScopeError          a memory operation named no valid scope
+    └── MemoryValueError          a memory that could not be stored and returned (e.g. metadata too deep)
 
 Selector errors carry the selector name, the elapsed time and, for external processes,
 the tail of what the process wrote on stderr.
@@ -26,6 +27,7 @@ __all__ = [
     "ContextBudgetError",
     "EmbeddingError",
     "MemoryScopeError",
+    "MemoryValueError",
     "MissingDependencyError",
     "SelectorError",
     "SelectorProcessError",
@@ -110,3 +112,11 @@ class ContextBudgetError(ShortlistError):
 
 class MemoryScopeError(ShortlistError):
     """A memory operation was given an invalid scope."""
+
+
+class MemoryValueError(ShortlistError, ValueError):
+    """A memory holds a value that could not be stored and returned intact.
+
+    Raised before anything is stored: metadata nested too deep, too large, with non-string
+    keys or values that are not JSON (so a scope can never be poisoned by one write).
+    """

@@ -2,11 +2,14 @@
 
 from shortlist.memory.record import (
     CONSENT_CATEGORIES,
+    MAX_METADATA_BYTES,
+    MAX_METADATA_DEPTH,
     PROVENANCES,
     ConsentCategory,
     Memory,
     Provenance,
     scope_key,
+    validate_metadata,
     validate_scope,
 )
 from shortlist.memory.sqlite import SqliteMemoryStore
@@ -22,6 +25,8 @@ from shortlist.memory.tools import (
 __all__ = [
     "CONSENT_CATEGORIES",
     "DEFAULT_CONFIDENCE",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
     "MEMORY_TOOL_NAMES",
     "PROVENANCES",
     "ConsentCategory",
@@ -34,5 +39,6 @@ __all__ = [
     "SqliteMemoryStore",
     "ToolDefinition",
     "scope_key",
+    "validate_metadata",
     "validate_scope",
 ]

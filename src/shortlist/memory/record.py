@@ -6,11 +6,18 @@ and ``{user_id: a, workspace_id: y}`` are unrelated, with no hierarchy and no in
 An empty scope, or one with an empty key or value, is rejected by every store operation
 (:class:`~shortlist.errors.MemoryScopeError`): a shared "global" bucket is where one subject's
 facts leak to another, so there is none.
+
+Metadata must survive a round trip through every store and renderer, so it is checked when a
+``Memory`` is made, before anything is stored: JSON values only (string keys, finite numbers),
+at most :data:`MAX_METADATA_DEPTH` levels of nesting and :data:`MAX_METADATA_BYTES` bytes of
+JSON. A write that breaks a bound is refused whole (:class:`~shortlist.errors.MemoryValueError`),
+so one request can never store what a later ``list`` or ``recall`` cannot return.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,16 +25,19 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from shortlist.errors import MemoryScopeError
+from shortlist.errors import MemoryScopeError, MemoryValueError
 
 __all__ = [
     "CONSENT_CATEGORIES",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
     "PROVENANCES",
     "ConsentCategory",
     "Memory",
     "Provenance",
     "new_memory_id",
     "scope_key",
+    "validate_metadata",
     "validate_scope",
 ]
 
@@ -59,6 +69,50 @@ class ConsentCategory(StrEnum):
 PROVENANCES = tuple(p.value for p in Provenance)
 #: The well-known consent categories.
 CONSENT_CATEGORIES = tuple(c.value for c in ConsentCategory)
+
+
+#: The deepest nesting of a memory's metadata (the metadata object itself is level 1).
+MAX_METADATA_DEPTH = 32
+#: The largest a memory's metadata may be, as compact UTF-8 JSON.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def validate_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Check that ``metadata`` can be stored and returned by every store; return a copy.
+
+    The walk is iterative, so even input nested far past Python's recursion limit is refused
+    cleanly rather than with a ``RecursionError``.
+
+    Raises:
+        MemoryValueError: not a mapping, nested deeper than :data:`MAX_METADATA_DEPTH`, larger
+            than :data:`MAX_METADATA_BYTES`, a non-string key, or a value JSON cannot hold.
+    """
+    if not isinstance(metadata, Mapping):
+        raise MemoryValueError(f"memory metadata must be an object, not {type(metadata).__name__}")
+    stack: list[tuple[Any, int]] = [(metadata, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+            if any(not isinstance(k, str) for k in value):
+                raise MemoryValueError("memory metadata keys must be strings")
+        elif isinstance(value, (list, tuple)):
+            children = value
+        elif value is None or isinstance(value, (str, bool, int)):
+            continue
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise MemoryValueError("memory metadata numbers must be finite (no NaN or infinity)")
+            continue
+        else:
+            raise MemoryValueError(f"memory metadata values must be JSON, not {type(value).__name__}")
+        if depth > MAX_METADATA_DEPTH:
+            raise MemoryValueError(f"memory metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+    size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_METADATA_BYTES:
+        raise MemoryValueError(f"memory metadata is {size} bytes of JSON; the most is {MAX_METADATA_BYTES}")
+    return dict(metadata)
 
 
 def validate_scope(scope: Mapping[str, str]) -> dict[str, str]:
@@ -156,7 +210,7 @@ class Memory:
         if not isinstance(self.content, str):
             raise TypeError("Memory.content must be a string")
         object.__setattr__(self, "scope", dict(self.scope or {}))
-        object.__setattr__(self, "metadata", dict(self.metadata or {}))
+        object.__setattr__(self, "metadata", validate_metadata(self.metadata or {}))
         object.__setattr__(self, "confidence", float(self.confidence))
         tr = tuple(int(t) for t in self.turn_range)
         if len(tr) != 2:

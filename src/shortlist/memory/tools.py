@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shortlist.errors import MemoryValueError
 from shortlist.events import Event, emit
 from shortlist.memory.record import Memory, Provenance, validate_scope
 from shortlist.memory.store import MemoryStore
@@ -237,7 +238,7 @@ class MemoryTools:
                 result = self._forget(args)
             else:
                 raise _ArgError(f"unknown memory tool {name!r}")
-        except _ArgError as exc:
+        except (_ArgError, MemoryValueError) as exc:  # bad arguments: answered to the model, nothing stored
             emit(MemoryToolCalled(tool=name, ok=False, error=str(exc)))
             return {"error": str(exc)}
         emit(MemoryToolCalled(tool=name))
@@ -252,6 +253,8 @@ class MemoryTools:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError as exc:
                 raise _ArgError(f"arguments are not valid JSON: {exc}") from None
+            except RecursionError:
+                raise _ArgError("arguments are nested too deeply") from None
         if not isinstance(arguments, Mapping):
             raise _ArgError("arguments must be a JSON object")
         return dict(arguments)

@@ -15,7 +15,14 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from shortlist.errors import CatalogError, ConfigError, ContextBudgetError, MemoryScopeError, ShortlistError
+from shortlist.errors import (
+    CatalogError,
+    ConfigError,
+    ContextBudgetError,
+    MemoryScopeError,
+    MemoryValueError,
+    ShortlistError,
+)
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
 
@@ -80,7 +87,7 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ShortlistError)
     if isinstance(exc, ContextBudgetError):
         return _json(422, "over_budget", str(exc), over_tokens=exc.over_tokens, over_chars=exc.over_chars)
-    if isinstance(exc, (CatalogError, MemoryScopeError, ConfigError)):
+    if isinstance(exc, (CatalogError, MemoryScopeError, MemoryValueError, ConfigError)):
         return _json(400, "bad_request", str(exc))
     status = getattr(exc, "status_code", None)  # e.g. 503 from a memory store whose database is down
     if status == 503:
