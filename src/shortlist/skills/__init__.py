@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shortlist.skills.discovery import SkillShadowed, discover_skills
+from shortlist.skills.events import SkillRefused, SkillResourceRefused
 from shortlist.skills.index import SKILL_ACTIVATE_HEADER, render_skill_index, skill_activate_description
 from shortlist.skills.parser import Skill, parse_skill, parse_skill_file
 from shortlist.skills.sources import SkillSet, SkillSource, load_skill_set
@@ -22,6 +23,8 @@ __all__ = [
     "SKILL_READ_RESOURCE",
     "SKILL_TOOL_NAMES",
     "Skill",
+    "SkillRefused",
+    "SkillResourceRefused",
     "SkillSet",
     "SkillShadowed",
     "SkillSource",

@@ -11,8 +11,9 @@ active and this turn's narrowed index, and nothing else shares it (the immutable
 * ``skill__deactivate{name}`` → ``{"removed_tools"}``: only the tools no other active skill
   still needs.
 * ``skill__read_resource{skill_name, path}`` → ``{"skill_name", "path", "content"}``: reads a
-  file of the skill's folder; absolute paths, ``..`` escapes and symlinks that resolve outside
-  the folder are refused.
+  regular file of the skill's folder, walked component by component beneath the folder's
+  descriptor (:func:`~shortlist.skills._files.open_beneath`); absolute paths, ``..`` escapes,
+  symlinks that lead outside the folder, FIFOs and devices are refused.
 
 **Decision — narrowed-out skills.** By default a skill that this turn's selector narrowed out
 of the index may still be activated (as upstream does): the model may know it from an earlier
@@ -23,16 +24,17 @@ refuses it (already-active skills stay re-activatable). See ``docs/skills-and-mc
 from __future__ import annotations
 
 import fnmatch
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from shortlist.errors import ShortlistError
-from shortlist.events import EventHook
+from shortlist.events import EventHook, emit
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import NarrowingPolicy, TurnSelection, is_wildcard, narrow
+from shortlist.skills._files import MAX_SYMLINKS, BeneathError, open_beneath
+from shortlist.skills.events import SkillResourceRefused
 from shortlist.skills.index import skill_activate_description
 from shortlist.skills.sources import SkillSet
 from shortlist.types import Candidate, Query
@@ -286,46 +288,71 @@ class SkillsCapability:
             still = {t for other in self._active.values() for t in other}
         return {"removed_tools": sorted(t for t in tools if t not in still)}
 
+    def _refuse(self, skill_name: str, path: str, reason: str, message: str) -> SkillToolError:
+        """Emit a :class:`SkillResourceRefused` event and return the error for the model."""
+        emit(SkillResourceRefused(skill=skill_name, path=path, reason=reason, message=message))
+        return SkillToolError(message)
+
     def read_resource(self, skill_name: str, path: str) -> dict[str, Any]:
         """Read ``path`` from the skill's folder: ``{"skill_name", "path", "content"}``.
 
-        The path is resolved (symlinks included) and must stay inside the folder.
+        The path is walked beneath the folder one component at a time, each opened with
+        ``O_NOFOLLOW`` relative to the directory before it (no check-then-use gap, so a
+        subfolder swapped for a symlink mid-read cannot lead outside). Symlinks are followed
+        only while they stay inside the folder: an absolute target or a ``..`` above the folder
+        is an escape. The file is opened non-blocking and must be a regular file, so a FIFO
+        never hangs the turn. Each refusal emits a :class:`SkillResourceRefused` event.
 
         Raises:
-            SkillToolError: unknown skill, inline skill, absolute or escaping path, missing file,
-                a directory, too large, or not UTF-8 text.
+            SkillToolError: unknown skill, inline skill, absolute or escaping path, too many
+                symlinks, missing file, not a regular file (directory, FIFO, device, socket),
+                too large, or not UTF-8 text.
         """
         skill = self.skills.get(skill_name)
         if skill is None:
-            raise SkillToolError(f"unknown skill {skill_name!r}")
+            raise self._refuse(skill_name, path, "unknown_skill", f"unknown skill {skill_name!r}")
         if skill.path is None:
-            raise SkillToolError(f"skill {skill_name!r} is inline and has no resources")
+            raise self._refuse(skill_name, path, "inline_skill", f"skill {skill_name!r} is inline and has no resources")
         if not path or "\x00" in path:
-            raise SkillToolError("path must be a non-empty relative path")
+            raise self._refuse(skill_name, path, "invalid_path", "path must be a non-empty relative path")
         rel = Path(path)
         if rel.is_absolute() or path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
-            raise SkillToolError(f"path {path!r} must be relative to the skill's folder, not absolute")
-        base = skill.path.resolve()
-        target = (base / rel).resolve()
-        if not target.is_relative_to(base) or target == base:
-            raise SkillToolError(f"path {path!r} escapes the folder of skill {skill_name!r}")
-        if target.is_dir():
-            raise SkillToolError(f"{path!r} of skill {skill_name!r} is not a regular file")
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)  # the resolved path has no symlink left
+            raise self._refuse(
+                skill_name, path, "absolute", f"path {path!r} must be relative to the skill's folder, not absolute"
+            )
         try:
-            fd = os.open(target, flags)
-        except FileNotFoundError:
-            raise SkillToolError(f"skill {skill_name!r} has no file {path!r}") from None
-        except OSError as exc:
-            raise SkillToolError(f"cannot read {path!r} of skill {skill_name!r}: {exc.strerror or exc}") from None
-        with os.fdopen(fd, "rb") as fh:
-            if not os.path.isfile(target):
-                raise SkillToolError(f"{path!r} of skill {skill_name!r} is not a regular file")
-            data = fh.read(self.max_resource_bytes + 1)
+            data = open_beneath(skill.path, path.split("/"), self.max_resource_bytes)
+        except BeneathError as exc:
+            raise self._refuse(skill_name, path, exc.reason, self._refusal_message(skill_name, path, exc)) from None
         if len(data) > self.max_resource_bytes:
-            raise SkillToolError(f"{path!r} of skill {skill_name!r} is larger than {self.max_resource_bytes} bytes")
+            raise self._refuse(
+                skill_name,
+                path,
+                "too_large",
+                f"{path!r} of skill {skill_name!r} is larger than {self.max_resource_bytes} bytes",
+            )
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise SkillToolError(f"{path!r} of skill {skill_name!r} is not UTF-8 text") from None
+            raise self._refuse(
+                skill_name, path, "not_utf8", f"{path!r} of skill {skill_name!r} is not UTF-8 text"
+            ) from None
         return {"skill_name": skill_name, "path": rel.as_posix(), "content": content}
+
+    @staticmethod
+    def _refusal_message(skill_name: str, path: str, exc: BeneathError) -> str:
+        detail = f" ({exc.detail})" if exc.detail else ""
+        if exc.reason == "escapes":
+            return f"path {path!r} escapes the folder of skill {skill_name!r}{detail}"
+        if exc.reason == "symlink_loop":
+            return f"path {path!r} of skill {skill_name!r} follows more than {MAX_SYMLINKS} symlinks"
+        if exc.reason == "missing":
+            return f"skill {skill_name!r} has no file {path!r}{detail}"
+        if exc.reason == "not_regular_file":
+            return (
+                f"{path!r} of skill {skill_name!r} is not a regular file "
+                "(directories, FIFOs, devices and sockets are never read)"
+            )
+        if exc.reason == "changed":
+            return f"{path!r} of skill {skill_name!r} changed while it was being opened; try again"
+        return f"cannot read {path!r} of skill {skill_name!r}{detail}"
