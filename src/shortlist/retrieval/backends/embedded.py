@@ -8,28 +8,40 @@ Layout of an index folder::
 A save writes a complete new generation into a temporary folder, fsyncs it, renames it into
 place and only then replaces ``manifest.json`` (write to a temporary file, fsync, ``os.replace``).
 A crash at any point leaves the previous manifest pointing at the previous complete generation,
-so a half-written index is never loaded; the manifest also records each file's size and the
-load checks them. A reload reads the vectors and the BM25 matrices back: nothing is re-embedded.
+so a half-written index is never loaded. The manifest also records each file's size and sha256;
+a load checks that the generation is a folder of the index, that it holds exactly the files the
+manifest lists, and their sizes and checksums, and refuses the index otherwise
+(:class:`IndexIntegrityError`). An index written before checksums existed loads with an
+:class:`IndexUnverified` warning event (sizes are still checked); the next ``shortlist index build``
+(or any save) adds them without re-embedding. :func:`verify_index` checks a whole index and lists
+every problem. A reload reads the vectors and the BM25 matrices back: nothing is re-embedded.
 One writer at a time per folder (readers may open it while a writer saves).
+
+Checksums detect damage (a bad disk, a partial copy, a stray write), not tampering: whoever can
+write the files can also write the manifest.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import bm25s
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
-from shortlist.errors import CatalogError, ConfigError
+from shortlist.errors import CatalogError, ConfigError, ShortlistError
+from shortlist.events import Event, emit
 from shortlist.memory._text import tokenize
 from shortlist.retrieval.backends.base import (
     PREFETCH,
@@ -42,7 +54,15 @@ from shortlist.retrieval.backends.base import (
 )
 from shortlist.retrieval.document import Chunk, Chunker, Document
 
-__all__ = ["FORMAT_VERSION", "EmbeddedBackend"]
+__all__ = [
+    "FORMAT_VERSION",
+    "EmbeddedBackend",
+    "IndexIntegrityError",
+    "IndexProblem",
+    "IndexUnverified",
+    "IndexVerification",
+    "verify_index",
+]
 
 # bm25s sets its own logger to DEBUG on import, which floods any host that logs at DEBUG or
 # shows "Building index from tokens" on the CLI's stderr; its messages are not ours to show.
@@ -51,6 +71,182 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)
 #: Version of the on-disk layout.
 FORMAT_VERSION = 1
 _MANIFEST = "manifest.json"
+#: The only generation names a manifest may point to (a folder directly inside the index).
+_GENERATION = re.compile(r"gen-\d{1,12}")
+_REBUILD = "rebuild it with 'shortlist index build'"
+
+
+class IndexIntegrityError(CatalogError):
+    """An index on disk is not what its manifest says: a file is missing, unexpected, of another
+    size or checksum, or the manifest points outside the index folder.
+
+    Attributes:
+        file: the file (or folder) of the first problem.
+        problems: every problem found.
+    """
+
+    def __init__(self, problems: Sequence[IndexProblem]) -> None:
+        self.problems = tuple(problems)
+        self.file = self.problems[0].file if self.problems else ""
+        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        super().__init__(f"damaged index: {self.problems[0]}{more}; {_REBUILD}" if self.problems else "damaged index")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProblem:
+    """One thing wrong with an index: the file (or folder) concerned and what is wrong with it."""
+
+    file: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.problem}"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexVerification:
+    """What :func:`verify_index` found.
+
+    Attributes:
+        path: the index folder.
+        generation: the generation the manifest points to ("" when unreadable).
+        files: how many files were checked.
+        checksums: whether the manifest holds checksums (an index built before them has none).
+        documents: documents in the index (0 when it could not be read).
+        problems: everything wrong, empty when the index is sound.
+    """
+
+    path: str
+    generation: str = ""
+    files: int = 0
+    checksums: bool = False
+    documents: int = 0
+    problems: tuple[IndexProblem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong (an index without checksums is not ok: it cannot be verified)."""
+        return not self.problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexUnverified(Event):
+    """An index was loaded without checksum verification (it was written before checksums existed)."""
+
+    name: str = "retrieval.index_unverified"
+    area: str = "retrieval"
+    level: int = logging.WARNING
+    path: str = ""
+    reason: str = ""
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _read_manifest(root: Path) -> tuple[dict[str, Any], Path]:
+    """The manifest of ``root`` and the generation folder it points to.
+
+    Raises:
+        IndexIntegrityError: the generation is not a ``gen-N`` folder inside ``root``.
+        CatalogError: the manifest is unreadable.
+    """
+    where = root / _MANIFEST
+    try:
+        manifest = json.loads(where.read_text(encoding="utf-8"))
+        generation = manifest["generation"]
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CatalogError(f"{root}: not a readable shortlist index ({exc})") from exc
+    if not isinstance(manifest, dict) or not isinstance(files, dict):
+        raise CatalogError(f"{root}: not a readable shortlist index (malformed {_MANIFEST})")
+    if not isinstance(generation, str) or not _GENERATION.fullmatch(generation):
+        raise IndexIntegrityError(
+            [IndexProblem(str(where), f"generation {generation!r} is not a gen-N folder of the index; refused")]
+        )
+    gen_dir = root / generation
+    with contextlib.suppress(OSError):  # a missing folder is reported with its files
+        if not gen_dir.resolve().is_relative_to(root.resolve()):
+            raise IndexIntegrityError([IndexProblem(str(gen_dir), "leads outside the index folder; refused")])
+    return manifest, gen_dir
+
+
+def _file_problems(gen_dir: Path, manifest: Mapping[str, Any]) -> list[IndexProblem]:
+    """Check that ``gen_dir`` holds exactly the manifest's files, with their sizes and sha256."""
+    problems: list[IndexProblem] = []
+    sizes: Mapping[str, Any] = manifest["files"]
+    sums = manifest.get("sha256")
+    if sums is not None and (not isinstance(sums, dict) or set(sums) != set(sizes)):
+        problems.append(IndexProblem(str(gen_dir.parent / _MANIFEST), "its checksums do not list its files"))
+        sums = None
+    if not gen_dir.is_dir():
+        return [*problems, IndexProblem(str(gen_dir), "missing generation folder")]
+    root = gen_dir.resolve()
+    for name, size in sizes.items():
+        rel = PurePosixPath(str(name))
+        target = gen_dir / rel
+        if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+            problems.append(IndexProblem(str(name), "file name outside the generation folder; refused"))
+            continue
+        try:
+            if not target.resolve().is_relative_to(root):
+                problems.append(IndexProblem(str(target), "leads outside the index folder; refused"))
+            elif not target.is_file():
+                problems.append(IndexProblem(str(target), "missing"))
+            elif target.stat().st_size != int(size):
+                problems.append(IndexProblem(str(target), f"{target.stat().st_size} bytes, the manifest says {size}"))
+            elif sums is not None and _sha256(target) != sums[name]:
+                problems.append(IndexProblem(str(target), "sha256 differs from the manifest (the file is damaged)"))
+        except (OSError, ValueError, TypeError) as exc:
+            problems.append(IndexProblem(str(target), f"unreadable ({exc})"))
+    listed = {PurePosixPath(str(n)).as_posix() for n in sizes}
+    for p in sorted(gen_dir.rglob("*")):
+        if p.is_file() and p.relative_to(gen_dir).as_posix() not in listed:
+            problems.append(IndexProblem(str(p), "not listed in the manifest"))
+    return problems
+
+
+def verify_index(path: str | os.PathLike[str]) -> IndexVerification:
+    """Check a whole embedded index and list every problem (nothing is raised for a damaged index).
+
+    Checks the manifest, that its generation is a folder of the index, that the folder holds exactly
+    the listed files with their sizes and sha256, then reads the index (chunks, vectors, BM25) and
+    checks the counts agree. An index without checksums is reported as a problem (it loads, with an
+    :class:`IndexUnverified` event, but cannot be verified).
+
+    Raises:
+        CatalogError: ``path`` holds no embedded index (no ``manifest.json``).
+    """
+    root = Path(path)
+    if not (root / _MANIFEST).is_file():
+        raise CatalogError(f"{root}: no embedded index here (no {_MANIFEST})")
+    try:
+        manifest, gen_dir = _read_manifest(root)
+    except IndexIntegrityError as exc:
+        return IndexVerification(str(root), problems=exc.problems)
+    except CatalogError as exc:
+        return IndexVerification(str(root), problems=(IndexProblem(str(root / _MANIFEST), str(exc)),))
+    problems = _file_problems(gen_dir, manifest)
+    checksums = isinstance(manifest.get("sha256"), dict)
+    documents = 0
+    if not problems:
+        try:
+            reader = EmbeddedBackend()
+            reader._read_generation(manifest, gen_dir)
+            documents = reader.count()
+        except ShortlistError as exc:
+            problems.append(IndexProblem(str(gen_dir), str(exc)))
+    if not checksums:
+        problems.append(IndexProblem(str(root / _MANIFEST), f"no checksums (built by an older version): {_REBUILD}"))
+    return IndexVerification(
+        str(root),
+        generation=gen_dir.name,
+        files=len(manifest["files"]),
+        checksums=checksums,
+        documents=documents,
+        problems=tuple(problems),
+    )
 
 
 def _fsync_file(path: Path) -> None:
@@ -117,7 +313,9 @@ class EmbeddedBackend(IndexBackend):
 
     Raises:
         ConfigError: the folder holds an index built with another embedding model.
-        CatalogError: the folder holds a damaged index (a file missing or of the wrong size).
+        IndexIntegrityError: the folder holds a damaged index (a file missing, unexpected, of the
+            wrong size or checksum) or its manifest points outside the folder.
+        CatalogError: the folder holds an unreadable index.
     """
 
     def __init__(
@@ -150,6 +348,7 @@ class EmbeddedBackend(IndexBackend):
         self._bm25: bm25s.BM25 | None = None
         self._masks: dict[str, np.ndarray[Any, Any]] = {}
         self._generation = 0
+        self._unverified = False  # loaded from a manifest without checksums: the next save adds them
         self.model_name = embedder.model_name if embedder is not None else ""
         if self.path is not None and (self.path / _MANIFEST).is_file():
             self._load()
@@ -170,6 +369,8 @@ class EmbeddedBackend(IndexBackend):
             self._rebuild_bm25()
             if self.autosave and self.path is not None:
                 self.save()
+        elif self._unverified and self.autosave and self.path is not None:
+            self.save()  # an index from before checksums: rewrite it with them (nothing is re-embedded)
         return UpsertReport(added=added, updated=updated, unchanged=unchanged)
 
     def delete(self, document_ids: Iterable[str]) -> int:
@@ -348,6 +549,7 @@ class EmbeddedBackend(IndexBackend):
         tmp = root / f".gen-{gen:06d}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         files: dict[str, int] = {}
+        sums: dict[str, str] = {}
         chunks_path = tmp / "chunks.json"
         rows = [
             [
@@ -372,7 +574,9 @@ class EmbeddedBackend(IndexBackend):
         for p in sorted(tmp.rglob("*")):
             if p.is_file():
                 _fsync_file(p)
-                files[p.relative_to(tmp).as_posix()] = p.stat().st_size
+                name = p.relative_to(tmp).as_posix()
+                files[name] = p.stat().st_size
+                sums[name] = _sha256(p)
         _fsync_dir(tmp)
         final = root / f"gen-{gen:06d}"
         if final.exists():  # left by a crashed writer after its rename, never referenced
@@ -388,6 +592,7 @@ class EmbeddedBackend(IndexBackend):
             "documents": len(self._doc_hash),
             "chunks": len(self._chunks),
             "files": files,
+            "sha256": sums,
         }
         mtmp = root / f".manifest.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         mtmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
@@ -395,6 +600,7 @@ class EmbeddedBackend(IndexBackend):
         os.replace(mtmp, root / _MANIFEST)
         _fsync_dir(root)
         self._generation = gen
+        self._unverified = False
         for old in root.iterdir():  # older generations and leftovers of crashed writers
             if old.name != final.name and (old.name.startswith(("gen-", ".gen-", ".manifest.tmp"))):
                 if old.is_dir():
@@ -404,35 +610,59 @@ class EmbeddedBackend(IndexBackend):
 
     def _load(self) -> None:
         assert self.path is not None
+        manifest, gen_dir = _read_manifest(self.path)
         try:
-            manifest = json.loads((self.path / _MANIFEST).read_text(encoding="utf-8"))
-            gen_dir = self.path / str(manifest["generation"])
-            for name, size in dict(manifest["files"]).items():
-                if (gen_dir / name).stat().st_size != int(size):
-                    raise CatalogError(f"{gen_dir / name}: size differs from the manifest")
-            rows = json.loads((gen_dir / "chunks.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems = _file_problems(gen_dir, manifest)
+        except (ValueError, TypeError, AttributeError) as exc:
             raise CatalogError(f"{self.path}: not a readable shortlist index ({exc})") from exc
-        if int(manifest.get("format", 0)) != FORMAT_VERSION:
-            raise CatalogError(f"{self.path}: index format {manifest.get('format')} is not {FORMAT_VERSION}")
+        if problems:
+            raise IndexIntegrityError(problems)
         built_with = str(manifest.get("embedder") or "")
         if self.embedder is not None and built_with and built_with != self.embedder.model_name:
             raise ConfigError(
                 f"index built with embedder {built_with!r}, opened with {self.embedder.model_name!r}",
                 source=str(self.path),
             )
-        self.model_name = built_with or self.model_name
-        self.chunker = Chunker(**manifest["chunking"])
-        self.k1, self.b = float(manifest["bm25"]["k1"]), float(manifest["bm25"]["b"])
-        self._chunks = [
-            Chunk(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[8], r[9]) for r in rows
-        ]
-        self._doc_hash = {c.document_id: c.doc_hash for c in self._chunks}
-        self._vectors = None
-        if (gen_dir / "vectors.npy").is_file():
-            self._vectors = np.ascontiguousarray(np.load(gen_dir / "vectors.npy"), dtype=np.float32)
-            if self._vectors.shape[0] != len(self._chunks):
-                raise CatalogError(f"{self.path}: {self._vectors.shape[0]} vectors for {len(self._chunks)} chunks")
-        self._bm25 = bm25s.BM25.load(str(gen_dir / "bm25")) if (gen_dir / "bm25").is_dir() else None
+        self._read_generation(manifest, gen_dir)
+        self._unverified = not isinstance(manifest.get("sha256"), dict)
+        if self._unverified:
+            emit(IndexUnverified(path=str(self.path), reason=f"built without checksums; {_REBUILD} to add them"))
+
+    def _read_generation(self, manifest: Mapping[str, Any], gen_dir: Path) -> None:
+        """Read the chunks, vectors and BM25 matrices of a checked generation into this backend.
+
+        Raises:
+            CatalogError: a file does not parse, or the counts disagree.
+        """
+        try:
+            if int(manifest.get("format", 0)) != FORMAT_VERSION:
+                raise CatalogError(f"{gen_dir}: index format {manifest.get('format')} is not {FORMAT_VERSION}")
+            rows = json.loads((gen_dir / "chunks.json").read_bytes())
+            self.model_name = str(manifest.get("embedder") or "") or self.model_name
+            self.chunker = Chunker(**manifest["chunking"])
+            self.k1, self.b = float(manifest["bm25"]["k1"]), float(manifest["bm25"]["b"])
+            chunks = [
+                Chunk(r[0], r[1], r[2], r[3], int(r[4]), int(r[5]), int(r[6]), int(r[7]), r[8], r[9]) for r in rows
+            ]
+            vectors = None
+            if (gen_dir / "vectors.npy").is_file():
+                vectors = np.ascontiguousarray(np.load(gen_dir / "vectors.npy"), dtype=np.float32)
+            bm25 = bm25s.BM25.load(str(gen_dir / "bm25")) if (gen_dir / "bm25").is_dir() else None
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            raise CatalogError(f"{gen_dir}: not a readable shortlist index ({exc})") from exc
+        if manifest.get("chunks") is not None and int(manifest["chunks"]) != len(chunks):
+            raise CatalogError(f"{gen_dir}: {len(chunks)} chunks, the manifest says {manifest['chunks']}")
+        if vectors is not None and (vectors.ndim != 2 or vectors.shape[0] != len(chunks)):
+            raise CatalogError(f"{gen_dir}: {vectors.shape[0]} vectors for {len(chunks)} chunks")
+        if vectors is not None and manifest.get("dim") is not None and vectors.shape[1] != int(manifest["dim"]):
+            raise CatalogError(
+                f"{gen_dir}: vectors of {vectors.shape[1]} dimensions, the manifest says {manifest['dim']}"
+            )
+        self._chunks = chunks
+        self._doc_hash = {c.document_id: c.doc_hash for c in chunks}
+        self._vectors = vectors
+        self._bm25 = bm25
         self._tokens = None
-        self._generation = int(str(manifest["generation"]).split("-")[-1])
+        self._masks.clear()
+        self._bits = None
+        self._generation = int(gen_dir.name.split("-")[-1])
