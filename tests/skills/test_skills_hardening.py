@@ -15,13 +15,18 @@ from typing import Any
 
 import pytest
 
+from shortlist.errors import CatalogError
 from shortlist.events import Event, event_hooks
 from shortlist.skills import (
+    SKILL_ACTIVATE,
     SkillsCapability,
     SkillSource,
     SkillToolError,
     load_skill_set,
+    parse_skill,
+    parse_skill_file,
 )
+from shortlist.skills import parser as skill_parser
 
 HANG_LIMIT_S = 5.0
 
@@ -149,3 +154,98 @@ def test_relative_symlinks_inside_the_folder_still_resolve(tmp_path: Path) -> No
         cap.read_resource("pdf-report", "loop-back/basic.md")
     with pytest.raises(SkillToolError, match="symlinks"):
         cap.read_resource("pdf-report", "self")
+
+
+# ---------------------------------------------------------------- loading SKILL.md: FIFOs, YAML bombs, size caps
+
+
+def test_fifo_skill_md_is_refused_without_hanging(tmp_path: Path) -> None:
+    folder = tmp_path / "skills" / "pipe"
+    folder.mkdir(parents=True)
+    fifo = folder / "SKILL.md"
+    os.mkfifo(fifo)
+    finished, error, _ = run_bounded(lambda: load_skill_set([tmp_path / "skills"]), release=release_fifo(fifo))
+    assert finished, "discovery blocked on a FIFO named SKILL.md"
+    assert isinstance(error, CatalogError) and "not a regular file" in str(error) and str(fifo) in str(error)
+
+
+def laughs(levels: int) -> str:
+    """A billion-laughs front matter: each level lists the previous one nine times."""
+    lines = [
+        "---",
+        "name: bomb",
+        "description: Expands",
+        'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+    ]
+    for i in range(1, levels):
+        refs = ",".join([f"*l{i - 1}"] * 9)
+        lines.append(f"l{i}: &l{i} [{refs}]")
+    return "\n".join([*lines, "---", "Body."]) + "\n"
+
+
+def test_yaml_aliases_in_front_matter_are_refused_naming_the_file(tmp_path: Path) -> None:
+    text = laughs(6)  # 9**6 "lol"s once expanded: ~4 MB of metadata from ~500 bytes
+    assert len(text) < 600
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    events: list[Event] = []
+    started = time.monotonic()
+    with event_hooks(events.append), pytest.raises(CatalogError, match="alias") as info:
+        parse_skill_file(folder)
+    assert time.monotonic() - started < 1.0
+    assert str(folder / "SKILL.md") in str(info.value)
+    refused = [e.to_dict() for e in events if e.name == "skills.refused"]
+    assert refused and refused[0]["reason"] == "yaml_alias" and refused[0]["path"] == str(folder / "SKILL.md")
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "name: x\ndescription: &d Anchored\n",  # an anchor without an alias is refused too
+        "name: x\ndescription: d\nbase: &b {k: v}\nother:\n  <<: *b\n",  # merge keys need aliases
+    ],
+)
+def test_yaml_anchors_and_merge_keys_are_refused(front: str) -> None:
+    with pytest.raises(CatalogError, match=r"anchor|alias"):
+        parse_skill(f"---\n{front}---\nBody.\n")
+
+
+def test_deeply_nested_front_matter_is_a_catalog_error() -> None:
+    text = "---\nname: x\ndescription: d\nmetadata: " + "[" * 5000 + "]" * 5000 + "\n---\nBody.\n"
+    with pytest.raises(CatalogError, match="nested"):
+        parse_skill(text)
+
+
+def test_front_matter_over_the_cap_is_refused() -> None:
+    pad = "#" * (skill_parser.MAX_FRONT_MATTER_BYTES + 1)
+    with pytest.raises(CatalogError, match="front matter"):
+        parse_skill(f"---\nname: x\ndescription: d\n{pad}\n---\nBody.\n")
+
+
+def test_body_over_the_cap_is_refused() -> None:
+    body = "x" * (skill_parser.MAX_BODY_BYTES + 1)
+    events: list[Event] = []
+    with event_hooks(events.append), pytest.raises(CatalogError, match="body"):
+        parse_skill(f"---\nname: x\ndescription: d\n---\n{body}\n")
+    assert [e for e in events if e.name == "skills.refused" and e.to_dict()["reason"] == "body_too_large"]
+
+
+def test_a_100_mb_skill_md_is_refused_without_loading_it(tmp_path: Path) -> None:
+    folder = tmp_path / "huge"
+    folder.mkdir()
+    with (folder / "SKILL.md").open("w", encoding="utf-8") as fh:
+        fh.write("---\nname: huge\ndescription: Huge body\n---\n")
+        fh.truncate(100 * 1024 * 1024)  # sparse: 100 MB of body without writing it
+    started = time.monotonic()
+    with pytest.raises(CatalogError, match="larger than") as info:
+        load_skill_set([tmp_path])
+    assert time.monotonic() - started < 1.0
+    assert str(folder / "SKILL.md") in str(info.value)
+
+
+def test_skills_at_the_caps_still_load() -> None:
+    body = "x" * skill_parser.MAX_BODY_BYTES
+    skill = parse_skill(f"---\nname: x\ndescription: d\n---\n{body}\n")
+    cap = SkillsCapability(load_skill_set([skill]))
+    assert len(cap.execute(SKILL_ACTIVATE, {"name": "x"})["instructions"]) == skill_parser.MAX_BODY_BYTES
