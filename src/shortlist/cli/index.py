@@ -1,4 +1,4 @@
-"""``shortlist index``: build a document index for grounding (incrementally) and query it."""
+"""``shortlist index``: build a document index for grounding (incrementally), query it, verify it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shortlist.cli._output import write_json, write_text
+from shortlist.cli._output import fail, write_json, write_text
 from shortlist.errors import ConfigError
 
 __all__ = ["register"]
@@ -17,11 +17,11 @@ _SIDECAR = "shortlist-index.json"  # = shortlist.retrieval.backends.opening.INDE
 
 
 def register(sub: Any) -> None:
-    """Add the ``index`` subcommand (``build`` and ``query``)."""
+    """Add the ``index`` subcommand (``build``, ``query`` and ``verify``)."""
     p: argparse.ArgumentParser = sub.add_parser(
         "index",
         help="build and query a document index for grounding",
-        description="Index host documents (JSONL or a folder of .txt/.md) and query them.",
+        description="Index host documents (JSONL or a folder of .txt/.md), query them, verify an index.",
     )
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
 
@@ -51,6 +51,14 @@ def register(sub: Any) -> None:
     q.add_argument("--scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid")
     q.add_argument("--json", action="store_true", help='print {"results": [{"id","title","score","text"}]}')
     q.set_defaults(func=run_query)
+
+    v = isub.add_parser(
+        "verify",
+        help="check an embedded index: its files, sizes and sha256 against the manifest (exit 1 if damaged)",
+    )
+    v.add_argument("--path", required=True, help="index folder")
+    v.add_argument("--json", action="store_true", help='print {"ok", "path", "generation", "files", "problems"}')
+    v.set_defaults(func=run_verify)
 
 
 def _open(path: Path, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
@@ -135,3 +143,38 @@ def run_query(args: argparse.Namespace) -> int:
     else:
         write_text("\n".join(f"{r['score']:.3f}  {r['id']}  {r['title']}" for r in results))
     return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Run ``shortlist index verify``: 0 when the index is sound, 1 with every problem listed."""
+    from shortlist.retrieval.backends.embedded import verify_index
+    from shortlist.retrieval.backends.opening import INDEX_DESCRIPTION, describe_index
+
+    path = Path(args.path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such index folder")
+    kind = describe_index(path).get("backend") if (path / INDEX_DESCRIPTION).is_file() else "embedded"
+    if kind != "embedded":
+        raise ConfigError(f"{path} holds a {kind} index: verify checks embedded indexes (Qdrant checks its own)")
+    found = verify_index(path)
+    if args.json:
+        write_json(
+            {
+                "ok": found.ok,
+                "path": found.path,
+                "generation": found.generation,
+                "files": found.files,
+                "checksums": found.checksums,
+                "documents": found.documents,
+                "problems": [{"file": p.file, "problem": p.problem} for p in found.problems],
+            }
+        )
+    elif found.ok:
+        write_text(
+            f"ok: {found.path} ({found.generation}, {found.files} files, sha256 verified, {found.documents} documents)"
+        )
+    else:
+        write_text("\n".join(str(p) for p in found.problems))
+    if found.ok:
+        return 0
+    return fail(f"index verify: {path}: {len(found.problems)} problem(s), see above", code=1)
