@@ -11,11 +11,20 @@ __all__ = ["SKILL_ACTIVATE_HEADER", "render_skill_index", "skill_activate_descri
 SKILL_ACTIVATE_HEADER = "Activate a skill to load its instructions and tools."
 
 
+def _one_line(text: str) -> str:
+    """Fold every run of whitespace (newlines, ``\\r``, U+2028, U+0085 …) into one space."""
+    return " ".join(text.split())
+
+
 def render_skill_index(skills: Sequence[Candidate]) -> str:
-    """Render ``Available skills:`` and one ``- name: description`` line per skill."""
+    """Render ``Available skills:`` and exactly one ``- name: description`` line per skill.
+
+    Whitespace runs in names and descriptions (line breaks included) fold into one space, so a
+    description can never start a line of its own and forge another entry.
+    """
     if not skills:
         return "No skills available."
-    return "\n".join(["Available skills:", *(f"- {s.name}: {s.description}" for s in skills)])
+    return "\n".join(["Available skills:", *(f"- {_one_line(s.name)}: {_one_line(s.description)}" for s in skills)])
 
 
 def skill_activate_description(skills: Sequence[Candidate]) -> str:
