@@ -156,6 +156,8 @@ def test_relative_symlinks_inside_the_folder_still_resolve(tmp_path: Path) -> No
         cap.read_resource("pdf-report", "loop-back/basic.md")
     with pytest.raises(SkillToolError, match="symlinks"):
         cap.read_resource("pdf-report", "self")
+    with pytest.raises(SkillToolError, match="at most 4096 characters"):
+        cap.read_resource("pdf-report", "./" * 3000 + "alias.md")
 
 
 # ---------------------------------------------------------------- loading SKILL.md: FIFOs, YAML bombs, size caps

@@ -55,6 +55,8 @@ SKILL_TOOL_NAMES = (SKILL_ACTIVATE, SKILL_DEACTIVATE, SKILL_READ_RESOURCE)
 
 #: Resources larger than this are refused by ``skill__read_resource``.
 DEFAULT_MAX_RESOURCE_BYTES = 256 * 1024
+#: The longest ``path`` ``skill__read_resource`` accepts (Linux's ``PATH_MAX``).
+MAX_PATH_CHARS = 4096
 
 
 class SkillToolError(ShortlistError):
@@ -313,8 +315,13 @@ class SkillsCapability:
             raise self._refuse(skill_name, path, "unknown_skill", f"unknown skill {skill_name!r}")
         if skill.path is None:
             raise self._refuse(skill_name, path, "inline_skill", f"skill {skill_name!r} is inline and has no resources")
-        if not path or "\x00" in path:
-            raise self._refuse(skill_name, path, "invalid_path", "path must be a non-empty relative path")
+        if not path or "\x00" in path or len(path) > MAX_PATH_CHARS:
+            raise self._refuse(
+                skill_name,
+                path[:MAX_PATH_CHARS],
+                "invalid_path",
+                f"path must be a non-empty relative path of at most {MAX_PATH_CHARS} characters",
+            )
         rel = Path(path)
         if rel.is_absolute() or path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
             raise self._refuse(
