@@ -7,16 +7,32 @@ points of the runtime, and other kinds (``"document"``, …) are accepted.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["KINDS", "Candidate", "Query", "Selection"]
+from shortlist.events import Event, emit
+
+__all__ = [
+    "KINDS",
+    "MAX_REASON_CHARS",
+    "REASON_TRUNCATED_MARKER",
+    "Candidate",
+    "Query",
+    "Selection",
+    "SelectionReasonTruncated",
+    "cap_reason",
+]
 
 #: The kinds the runtime asks about. Any non-empty string is accepted.
 KINDS = ("tool", "skill")
+#: The longest ``Selection.reason`` kept; a longer one is cut and ends with the marker below.
+MAX_REASON_CHARS = 4096
+#: What ends a truncated reason.
+REASON_TRUNCATED_MARKER = "…[truncated]"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -96,13 +112,38 @@ class Candidate:
         )
 
 
+def cap_reason(reason: str) -> tuple[str, bool]:
+    """Return ``reason`` cut to :data:`MAX_REASON_CHARS` (marker included) and whether it was cut."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason, False
+    return reason[: MAX_REASON_CHARS - len(REASON_TRUNCATED_MARKER)] + REASON_TRUNCATED_MARKER, True
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionReasonTruncated(Event):
+    """A :class:`Selection` was built with a reason longer than :data:`MAX_REASON_CHARS`; it was cut.
+
+    External selectors' reasons are cut earlier, at the protocol boundary (``exec.reason_truncated``,
+    which names the selector); this one covers in-process selectors.
+    """
+
+    name: str = "selection.reason_truncated"
+    area: str = "selection"
+    level: int = logging.WARNING
+    chars: int = 0
+    kept: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """A selector's answer.
 
     Args:
         selected: chosen ids, best first. Empty means "no opinion" unless ``abstained``.
-        reason: free text, logged and reported.
+        reason: free text, logged and reported; at most :data:`MAX_REASON_CHARS` characters
+            (a longer one is cut, ends with :data:`REASON_TRUNCATED_MARKER`, and a
+            :class:`SelectionReasonTruncated` event says so), so no selector can make every
+            response, event and log line carry an unbounded text.
         scores: one score per selected id, when the selector has them.
         abstained: the selector judged that nothing fits (as opposed to failing to answer);
             the pin policy's ``on_abstain`` decides what surfaces then.
@@ -118,6 +159,10 @@ class Selection:
             object.__setattr__(self, "selected", tuple(self.selected))
         if any(not isinstance(i, str) for i in self.selected):
             raise TypeError("Selection.selected must hold string ids")
+        if isinstance(self.reason, str) and len(self.reason) > MAX_REASON_CHARS:
+            reason, _ = cap_reason(self.reason)
+            emit(SelectionReasonTruncated(chars=len(self.reason), kept=len(reason)))
+            object.__setattr__(self, "reason", reason)
         if self.scores is not None:
             scores = tuple(float(s) for s in self.scores)
             if len(scores) != len(self.selected):

@@ -24,7 +24,13 @@ from shortlist.events import emit
 from shortlist.exec.aprocess import arun_once
 from shortlist.exec.events import ExecKilled, ExecSpawned, ExecWorkerRestarted
 from shortlist.exec.process import RunResult, run_once
-from shortlist.exec.protocol import WireResponse, decode_response, encode_candidates, encode_request
+from shortlist.exec.protocol import (
+    WireResponse,
+    decode_response,
+    encode_candidates,
+    encode_request,
+    response_answers,
+)
 from shortlist.exec.sandbox import DirectSandbox, Launch, Sandbox, build_sandbox, grant_env
 from shortlist.exec.worker import WorkerProcess
 from shortlist.selection.base import Selector
@@ -280,9 +286,12 @@ class ExecSelector(Selector):
                 selection, response = decode_response(line, selector=self.name)
             except SelectorProtocolError as exc:
                 raise _with_context(exc, elapsed, proc.stderr_tail()) from None
-            if response.id is not None and response.id != rid:
+            if not response_answers(response.id, rid):
+                # a stray line, a stale answer or a look-alike id: reading on would pair every later
+                # answer with the wrong request, so the worker is replaced (see response_answers)
+                problem = "has no id" if response.id is None else f"id {response.id!r} does not answer it"
                 raise SelectorProtocolError(
-                    f"response id {response.id!r} does not answer request {rid}",
+                    f"worker response to request {rid} {problem} (every response must echo its request's id)",
                     selector=self.name,
                     elapsed_ms=elapsed,
                     stderr_tail=proc.stderr_tail(),

@@ -1,4 +1,4 @@
-"""The events of the exec client (logger ``shortlist.exec``): spawns, kills and worker restarts."""
+"""The events of the exec area (logger ``shortlist.exec``): spawns, kills, restarts, truncations, refusals."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from shortlist.events import Event
 
-__all__ = ["ExecKilled", "ExecSpawned", "ExecWorkerRestarted"]
+__all__ = [
+    "ExecDescendantsKilled",
+    "ExecKilled",
+    "ExecReasonTruncated",
+    "ExecRequestFailed",
+    "ExecSpawned",
+    "ExecWorkerRestarted",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,3 +58,48 @@ class ExecWorkerRestarted(Event):
     restarts: int = 0
     old_pid: int = 0
     pid: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecDescendantsKilled(Event):
+    """Descendants of a selector that had left its process group (``setsid``/``setpgid``) were killed.
+
+    ``pids`` are those escapees; the group itself is killed as usual (``exec.killed`` says why).
+    """
+
+    name: str = "exec.descendants_killed"
+    area: str = "exec"
+    level: int = logging.WARNING
+    selector: str = ""
+    pid: int = 0
+    pids: tuple[int, ...] = ()
+    worker: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecReasonTruncated(Event):
+    """A selector's ``reason`` was longer than ``MAX_REASON_CHARS`` and was cut at the protocol boundary."""
+
+    name: str = "exec.reason_truncated"
+    area: str = "exec"
+    level: int = logging.WARNING
+    selector: str = ""
+    chars: int = 0
+    kept: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecRequestFailed(Event):
+    """``shortlist exec-selector`` could not answer a request (a bad document or a failing selector).
+
+    ``protocol`` is True when the request itself was refused (not JSON, too deep, wrongly typed);
+    the caller got ``{"id": ..., "error": ...}`` in-band (worker) or on stderr with exit 1.
+    """
+
+    name: str = "exec.request_failed"
+    area: str = "exec"
+    level: int = logging.WARNING
+    request_id: int | str | None = None
+    error: str = ""
+    protocol: bool = False
+    worker: bool = False

@@ -28,20 +28,25 @@ import hashlib
 import json
 import math
 import operator
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from shortlist.errors import SelectorProtocolError
-from shortlist.types import Candidate, Query, Selection
+from shortlist.events import emit
+from shortlist.exec.events import ExecReasonTruncated
+from shortlist.types import Candidate, Query, Selection, cap_reason
 
 __all__ = [
+    "MAX_DEPTH",
     "PROTOCOL_VERSION",
     "DecodedRequest",
+    "DocumentTooDeep",
     "WireCandidate",
     "WireQuery",
     "WireRequest",
@@ -52,12 +57,19 @@ __all__ = [
     "encode_request",
     "encode_response",
     "parse_request",
+    "request_id_of",
     "request_schema",
+    "response_answers",
     "response_schema",
 ]
 
 #: The protocol version this module speaks.
 PROTOCOL_VERSION = 1
+#: The deepest nesting of arrays and objects a document may have (the document itself is level 1).
+MAX_DEPTH = 100
+
+#: A correlation id: an integer the client chose (a JSON ``true`` is not one), or a string.
+WireId = StrictInt | StrictStr | None
 
 
 class _Wire(BaseModel):
@@ -93,7 +105,7 @@ class WireRequest(_Wire):
     """A whole request document."""
 
     version: int = Field(default=PROTOCOL_VERSION, description="Protocol version; missing means 1.")
-    id: int | str | None = Field(default=None, description="Correlation id (worker mode); echoed in the response.")
+    id: WireId = Field(default=None, description="Correlation id (worker mode); echoed in the response.")
     query: WireQuery
     candidates_ref: str | None = Field(
         default=None,
@@ -108,7 +120,7 @@ class WireRequest(_Wire):
 class WireResponse(_Wire):
     """A whole response document."""
 
-    id: int | str | None = Field(default=None, description="The request's id (worker mode).")
+    id: WireId = Field(default=None, description="The request's id (worker mode).")
     selected: list[str] | None = Field(
         default=None, description="Chosen ids, best first; null, missing or [] means no opinion (fallback)."
     )
@@ -262,18 +274,54 @@ _CANDIDATE_KEYS = _folded(WireCandidate)
 _RESPONSE_KEYS = _folded(WireResponse)
 
 
+class DocumentTooDeep(ValueError):
+    """A document nests arrays and objects deeper than :data:`MAX_DEPTH` levels.
+
+    A :class:`ValueError`, so every caller that refuses a bad document refuses this one too
+    (the exec-selector answers it in-band, the wire route answers 422 ``too_deep``).
+    """
+
+    def __init__(self, what: str, limit: int = MAX_DEPTH) -> None:
+        super().__init__(f"{what} nests arrays and objects deeper than {limit} levels")
+        self.limit = limit
+
+
+def _check_depth(data: Any, what: str, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`DocumentTooDeep` when ``data`` nests deeper than ``limit`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > limit:
+            raise DocumentTooDeep(what, limit)
+        kind = type(node)
+        if kind is dict or (kind is not list and isinstance(node, Mapping)):
+            children: Any = node.values()
+        else:
+            children = node
+        below = depth + 1
+        for child in children:
+            ckind = type(child)
+            if ckind is dict or ckind is list or (ckind is not str and isinstance(child, (Mapping, list, tuple))):
+                push((child, below))
+
+
 def _loads_document(raw: bytes | str, what: str) -> Any:
     text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
     if not text.strip():
         raise ValueError(f"empty {what}")
     try:
-        return json.loads(text)
+        data = json.loads(text)
+    except RecursionError:  # the C scanner gives up around 1,000 levels: a clear, typed refusal instead
+        raise DocumentTooDeep(what) from None
     except json.JSONDecodeError as exc:
         first = text.strip().splitlines()[0][:120]
         raise ValueError(
             f"{what} is not exactly one JSON document ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             f"it starts with {first!r}"
         ) from None
+    _check_depth(data, what)
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,9 +339,14 @@ def parse_request(raw: bytes | str | Mapping[str, Any]) -> DecodedRequest:
     """Parse a request, accepting the Go reference's capitalised keys and a missing version.
 
     Raises:
+        DocumentTooDeep: the document nests deeper than :data:`MAX_DEPTH` (a ValueError).
         ValueError: not a JSON object, a wrong version, or a field of the wrong type.
     """
-    data = raw if isinstance(raw, Mapping) else _loads_document(raw, "request")
+    if isinstance(raw, Mapping):
+        _check_depth(raw, "request")
+        data: Any = raw
+    else:
+        data = _loads_document(raw, "request")
     try:
         doc = _canonical(data, _REQUEST_KEYS)
         has_candidates = "candidates" in doc
@@ -345,15 +398,25 @@ def decode_response(raw: bytes | str, *, selector: str = "") -> tuple[Selection,
     Returns:
         The :class:`Selection` and the parsed document (for its ``id`` and ``error``).
 
+    A ``reason`` longer than :data:`~shortlist.types.MAX_REASON_CHARS` is truncated (with
+    :data:`~shortlist.types.REASON_TRUNCATED_MARKER` at its end) in both the selection and the
+    returned document, and an :class:`~shortlist.exec.events.ExecReasonTruncated` event says so.
+
     Raises:
-        SelectorProtocolError: empty output, not exactly one JSON object, wrong field types,
-            non-finite scores, or as many scores as selected ids.
+        SelectorProtocolError: empty output, not exactly one JSON object, nested deeper than
+            :data:`MAX_DEPTH`, wrong field types (an ``id`` that is neither an integer nor a
+            string, such as ``true``), non-finite scores, or as many scores as selected ids.
     """
     try:
         data = _loads_document(raw, "selector output")
         if not isinstance(data, dict):
             raise ValueError(f"selector output must be a JSON object, got {type(data).__name__}")
         response = WireResponse.model_validate(_canonical(data, _RESPONSE_KEYS))
+        if response.reason is not None:
+            reason, truncated = cap_reason(response.reason)
+            if truncated:
+                emit(ExecReasonTruncated(selector=selector, chars=len(response.reason), kept=len(reason)))
+                response = response.model_copy(update={"reason": reason})
         selected = tuple(response.selected or ())
         scores = None if response.scores is None else tuple(response.scores)
         if scores is not None and not selected and not scores:
@@ -368,6 +431,88 @@ def decode_response(raw: bytes | str, *, selector: str = "") -> tuple[Selection,
     except (TypeError, ValueError) as exc:
         raise SelectorProtocolError(str(exc), selector=selector) from None
     return selection, response
+
+
+def response_answers(response_id: int | str | None, request_id: int) -> bool:
+    """True when a response's ``id`` answers the request ``request_id`` (worker mode).
+
+    The rule: ids are integers the client chose. The echo must be that integer, or the same
+    number as a decimal string (``"7"`` for 7: some runtimes keep ids as strings; it cannot be
+    mistaken for another request's, since ids never repeat). A missing id, another number, a
+    JSON ``true`` (Python's ``True == 1``) or a look-alike string (``"07"``, ``" 7"``) does not.
+    """
+    if isinstance(response_id, bool) or response_id is None:
+        return False
+    if isinstance(response_id, int):
+        return response_id == request_id
+    return response_id == str(request_id)
+
+
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]', re.DOTALL)
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _skip_space(text: str, pos: int) -> int:
+    match = _JSON_SPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _wire_id(value: Any) -> int | str | None:
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+
+def request_id_of(raw: bytes | str) -> int | str | None:
+    """The top-level ``id`` of a request line, even one that does not parse (too deep, wrongly typed).
+
+    What the exec-selector echoes in an in-band error, so the caller can match the error to its
+    request. Finds the key case-insensitively; a value that is not an integer or a string
+    (a bool, an object) is no id. Never raises and never recurses.
+    """
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _scan_id(text)
+    if not isinstance(data, dict):
+        return None
+    found = [v for k, v in data.items() if _fold(str(k)) == "id"]
+    return _wire_id(data["id"] if "id" in data else found[0] if found else None)
+
+
+def _scan_id(text: str) -> int | str | None:
+    """Find ``"id": <scalar>`` directly inside the outermost object by tokenising strings and brackets."""
+    start = _skip_space(text, 0)
+    if not text.startswith("{", start):
+        return None
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text, start):
+        token = match.group()
+        if token in ("{", "["):
+            depth += 1
+        elif token in ("}", "]"):
+            depth -= 1
+            if depth <= 0:
+                return None
+        elif depth == 1:
+            after = _skip_space(text, match.end())
+            if not text.startswith(":", after):
+                continue  # a value, not a key
+            try:
+                key = json.loads(token)
+            except ValueError:
+                return None
+            if _fold(key) != "id":
+                continue
+            value_at = _skip_space(text, after + 1)
+            if text.startswith(("{", "["), value_at):
+                return None
+            try:
+                value, _ = _DECODER.raw_decode(text, value_at)
+            except ValueError:
+                return None
+            return _wire_id(value)
+    return None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -21,13 +21,25 @@ import sys
 from collections import OrderedDict
 from typing import IO, Any
 
-from shortlist.exec.protocol import encode_response, parse_request
+from shortlist.events import emit
+from shortlist.exec.events import ExecRequestFailed
+from shortlist.exec.protocol import encode_response, parse_request, request_id_of
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate
 
-__all__ = ["CandidateRefs", "answer", "run_exec_selector", "serve_once", "serve_worker"]
+__all__ = ["CandidateRefs", "RequestRefused", "answer", "run_exec_selector", "serve_once", "serve_worker"]
 
 logger = logging.getLogger("shortlist.exec")
+
+
+class RequestRefused(ValueError):
+    """The request document was refused (not JSON, nested too deep, wrongly typed, an unknown ref).
+
+    Its text names the parser's own error (``DocumentTooDeep: request nests ...``).
+    """
+
+    def __init__(self, cause: ValueError) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
 
 
 class CandidateRefs:
@@ -64,11 +76,15 @@ def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = No
         The encoded response (one line, no newline) and the request's id.
 
     Raises:
-        ValueError: the request is not a valid protocol v1 document, or names an unknown
-            ``candidates_ref`` without sending the candidates.
+        RequestRefused: the request is not a valid protocol v1 document (not JSON, nested
+            deeper than ``MAX_DEPTH``, a wrongly typed field), or names an unknown
+            ``candidates_ref`` without sending the candidates. A ValueError.
         Exception: whatever the selector raised.
     """
-    req = parse_request(raw)
+    try:
+        req = parse_request(raw)
+    except ValueError as exc:
+        raise RequestRefused(exc) from None
     candidates = req.candidates
     kept: str | None = None
     if refs is not None and req.candidates_ref:
@@ -77,7 +93,7 @@ def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = No
         else:
             found = refs.get(req.candidates_ref)
             if found is None:
-                raise ValueError(f"unknown candidates_ref {req.candidates_ref!r}; send the candidates")
+                raise RequestRefused(ValueError(f"unknown candidates_ref {req.candidates_ref!r}; send the candidates"))
             candidates = found
         kept = req.candidates_ref
     with contextlib.redirect_stdout(sys.stderr):
@@ -91,23 +107,22 @@ def _error_doc(message: str, request_id: Any = None) -> bytes:
     return json.dumps(doc, ensure_ascii=False).encode("utf-8")
 
 
-def _request_id_of(line: bytes) -> Any:
-    with contextlib.suppress(ValueError, AttributeError):
-        data = json.loads(line)
-        for key, value in data.items():
-            if key.lower() == "id":
-                return value
-    return None
+def _failed(exc: Exception, request_id: int | str | None, *, worker: bool) -> str:
+    """Emit the structured event of a request that could not be answered; return the error text."""
+    protocol = isinstance(exc, RequestRefused)
+    message = str(exc) if protocol else f"{type(exc).__name__}: {exc}"
+    emit(ExecRequestFailed(request_id=request_id, error=message[:2048], protocol=protocol, worker=worker))
+    return message
 
 
 def serve_once(selector: Selector, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> int:
     """Read one request until EOF, write one response; return the exit code (0, or 1 on error)."""
     raw = stdin.read()
     try:
-        out, _ = answer(selector, raw)
-    except Exception as exc:  # reported to the caller as a JSON error on stderr and exit 1
+        out = answer(selector, raw)[0]
+    except Exception as exc:  # reported to the caller as a JSON error on stderr and exit 1, and as an event
         logger.debug("exec-selector request failed", exc_info=True)
-        stderr.write(_error_doc(f"{type(exc).__name__}: {exc}") + b"\n")
+        stderr.write(_error_doc(_failed(exc, None, worker=False)) + b"\n")
         stderr.flush()
         return 1
     stdout.write(out + b"\n")
@@ -116,16 +131,20 @@ def serve_once(selector: Selector, stdin: IO[bytes], stdout: IO[bytes], stderr: 
 
 
 def serve_worker(selector: Selector, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    """Answer newline-delimited requests until EOF; errors are answered in-band. Returns 0."""
+    """Answer newline-delimited requests until EOF; errors are answered in-band. Returns 0.
+
+    A line that cannot be parsed (not JSON, nested too deep, wrongly typed) is answered
+    ``{"id": <its top-level id, when one can be found>, "error": "..."}`` and the loop goes on.
+    """
     refs = CandidateRefs()
     for line in stdin:
         if not line.strip():
             continue
         try:
-            out, _ = answer(selector, line, refs)
-        except Exception as exc:  # answered in-band: the worker keeps serving
-            logger.warning("exec-selector request failed: %s: %s", type(exc).__name__, exc)
-            out = _error_doc(f"{type(exc).__name__}: {exc}", _request_id_of(line))
+            out = answer(selector, line, refs)[0]
+        except Exception as exc:  # answered in-band and reported as an event: the worker keeps serving
+            request_id = request_id_of(line)
+            out = _error_doc(_failed(exc, request_id, worker=True), request_id)
         stdout.write(out + b"\n")
         stdout.flush()
     return 0

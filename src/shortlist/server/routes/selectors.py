@@ -4,18 +4,19 @@ The body is a protocol request (the Go reference's capitalised keys accepted), t
 protocol response: this is the selector's own answer, without narrowing or pins. A selector
 that fails answers 502 and one past its deadline 504, both with ``{"error": ...}`` in the
 protocol's response shape, so a runtime calling us falls back as it would for a process.
+A body that is not a valid request answers 422 ``invalid_request``, one nested deeper than
+``shortlist.exec.protocol.MAX_DEPTH`` 422 ``too_deep`` (never a 500).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
 from shortlist.errors import SelectorError, SelectorTimeout
-from shortlist.exec.protocol import WireRequest, WireResponse, decode_request
+from shortlist.exec.protocol import DocumentTooDeep, WireRequest, WireResponse, decode_request
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
@@ -68,11 +69,10 @@ async def select_with(name: str, request: Request) -> FastJSONResponse:
     if name not in state.selector_names():
         raise ApiError(404, "unknown_selector", f"no selector named {name!r}")
     raw = await request.body()
-    try:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise ValueError("a request must be a JSON object")
-        query, candidates, request_id = decode_request(data)
+    try:  # parsed by the protocol module, which refuses documents nested deeper than MAX_DEPTH
+        query, candidates, request_id = decode_request(raw)
+    except DocumentTooDeep as exc:
+        raise ApiError(422, "too_deep", str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise ApiError(422, "invalid_request", str(exc)) from None
     if len(candidates) > state.settings.max_candidates:
