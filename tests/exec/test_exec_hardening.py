@@ -6,14 +6,19 @@ Every test runs real processes: the hostile selectors of ``hostile_selector.py``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from exec_helpers import PYTHON
+from exec_helpers import PYTHON, process_gone
 
-from shortlist.errors import SelectorProtocolError
+from shortlist.errors import SelectorProtocolError, SelectorTimeout
 from shortlist.events import Event, SelectionFallback
 from shortlist.exec import ExecSelector
 from shortlist.exec.protocol import decode_response, parse_request
@@ -155,6 +160,64 @@ def test_parse_request_refuses_deep_documents_with_a_clear_value_error() -> None
 def test_a_deep_response_is_a_protocol_error_that_replaces_the_worker() -> None:
     with pytest.raises(SelectorProtocolError, match="deeper than"):
         decode_response('{"selected": ["a"], "extra": ' + deep(100_000) + "}")
+
+
+# --- 4. a grandchild that calls setsid does not escape the kill ---------------------------
+
+
+@contextlib.contextmanager
+def reaped(pidfile: Path) -> Iterator[None]:
+    """Make sure a leaked grandchild never outlives the test (it would on the unfixed code)."""
+    try:
+        yield
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def _escapee(pidfile: Path) -> int:
+    pid = int(pidfile.read_text())
+    assert os.getsid(pid) == pid  # it really left the selector's session and process group
+    return pid
+
+
+def test_timeout_kills_a_setsid_grandchild_spawn_per_call(tmp_path: Path, events: list[Event]) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    with reaped(pidfile):
+        sel = hostile("setsid", str(pidfile), timeout_ms=1500)
+        with pytest.raises(SelectorTimeout):
+            sel.select(Query("x"), CANDS)
+        assert pidfile.exists()
+        assert process_gone(int(pidfile.read_text()))
+    (killed,) = named(events, "exec.descendants_killed")
+    assert int(pidfile.read_text()) in killed.pids  # type: ignore[attr-defined]
+
+
+def test_timeout_kills_a_setsid_grandchild_async(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    with reaped(pidfile):
+        sel = hostile("setsid", str(pidfile), timeout_ms=1500)
+        with pytest.raises(SelectorTimeout):
+            asyncio.run(sel.aselect(Query("x"), CANDS))
+        assert process_gone(int(pidfile.read_text()))
+
+
+def test_worker_timeout_and_close_kill_setsid_grandchildren(tmp_path: Path, events: list[Event]) -> None:
+    first, second = tmp_path / "first.pid", tmp_path / "second.pid"
+    with reaped(first), reaped(second):
+        sel = hostile("worker_setsid", str(first), worker=True, timeout_ms=1500)
+        assert sel.select(Query("x", k=1), CANDS).selected == ("a",)
+        escapee = _escapee(first)
+        with pytest.raises(SelectorTimeout):
+            sel.select(Query("hang now", k=1), CANDS)
+        assert process_gone(escapee)
+        sel.args = (HOSTILE, "worker_setsid", str(second))
+        assert sel.select(Query("x", k=1), CANDS).selected == ("a",)
+        escapee = _escapee(second)
+        sel.close()
+        assert process_gone(escapee)
+    assert len(named(events, "exec.descendants_killed")) == 2
 
 
 # --- 5. the reason is capped --------------------------------------------------------------

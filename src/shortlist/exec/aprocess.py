@@ -1,21 +1,21 @@
 """The asyncio twin of :func:`shortlist.exec.process.run_once`: one process per call, on the event loop.
 
 Same rules: a new session per process, stdout capped, a stderr tail kept, the whole group
-killed on timeout, on overflow, after the call, and when the awaiting task is cancelled.
+killed on timeout, on overflow, after the call, and when the awaiting task is cancelled; on
+Linux, a still-running selector's descendants that left the group are killed with it
+(:class:`~shortlist.exec.process.ProcessTree`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import time
 from collections.abc import Callable
 from typing import Any
 
 from shortlist.errors import SelectorProcessError
-from shortlist.exec.process import EXIT_GRACE_S, RunResult, TailBuffer, finish_run
+from shortlist.exec.process import EXIT_GRACE_S, ProcessTree, RunResult, TailBuffer, finish_run
 from shortlist.exec.sandbox import Launch
 
 __all__ = ["arun_once"]
@@ -26,11 +26,6 @@ _POLL_S = 0.02
 
 class _Overflow(Exception):
     pass
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 async def _feed(stdin: asyncio.StreamWriter, payload: bytes) -> None:
@@ -113,6 +108,7 @@ async def arun_once(
             selector=selector,
             elapsed_ms=(time.monotonic() - started) * 1000,
         ) from None
+    tree = ProcessTree(proc.pid, selector=selector)
     if on_spawn is not None:
         on_spawn(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -135,7 +131,7 @@ async def arun_once(
     except TimeoutError:
         failure = "timeout"
     finally:
-        _kill_group(proc.pid)  # the process on failure or cancellation, stragglers otherwise
+        tree.kill()  # the process and its descendants on failure or cancellation, stragglers otherwise
         feeder.cancel()
         exited.cancel()
         await _release(proc, readers)

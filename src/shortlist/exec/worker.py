@@ -5,6 +5,7 @@ response one line on its stdout (echoing the ``"id"``, or omitting it). Calls ar
 serialised with a lock: a worker handles one request at a time. A worker that crashed,
 timed out, or broke the framing is killed (its whole process group) and started again on
 the next call; each restart is an :class:`~shortlist.exec.events.ExecWorkerRestarted` event.
+Its descendants that left the group are killed with it (:class:`~shortlist.exec.process.ProcessTree`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 import weakref
 
 from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
-from shortlist.exec.process import TailBuffer, describe_exit, kill_group, spawn
+from shortlist.exec.process import ProcessTree, TailBuffer, describe_exit, spawn
 from shortlist.exec.sandbox import Launch
 
 __all__ = ["WorkerProcess"]
@@ -34,8 +35,8 @@ def _drain(stream: object, tail: TailBuffer, lock: threading.Lock) -> None:
                 tail.write(chunk)
 
 
-def _finalize(proc: subprocess.Popen[bytes]) -> None:
-    kill_group(proc)
+def _finalize(tree: ProcessTree) -> None:
+    tree.kill()
 
 
 class WorkerProcess:
@@ -52,6 +53,7 @@ class WorkerProcess:
         self.selector = selector
         self.proc = spawn(launch, selector=selector, started=started)
         self.pid = self.proc.pid
+        self._tree = ProcessTree(self.pid, selector=selector, worker=True)
         self._tail = TailBuffer(tail_bytes)
         self._tail_lock = threading.Lock()
         self._buf = bytearray()
@@ -67,7 +69,7 @@ class WorkerProcess:
             daemon=True,
         )
         self._drainer.start()
-        self._finalizer = weakref.finalize(self, _finalize, self.proc)
+        self._finalizer = weakref.finalize(self, _finalize, self._tree)
 
     def stderr_tail(self) -> str:
         """The last bytes the worker wrote on stderr."""
@@ -164,18 +166,23 @@ class WorkerProcess:
         )
 
     def kill(self) -> None:
-        """Kill the worker's process group and release its pipes."""
-        kill_group(self.proc)
+        """Kill the worker's process group and descendants, and release its pipes."""
+        self._tree.kill()
         self._release(0.25)
 
     def stop(self, grace_s: float = 1.0) -> None:
-        """Close stdin (the worker should exit on EOF), wait up to ``grace_s``, then kill the group."""
+        """Close stdin (the worker should exit on EOF), wait up to ``grace_s``, then kill the group.
+
+        The worker's descendants are noted first, so one that left the group is killed too even
+        when the worker exits on EOF (which re-parents its children away from it).
+        """
+        self._tree.snapshot()
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=grace_s)
-        kill_group(self.proc)
+        self._tree.kill()
         self._release(0.25)
 
     def _release(self, wait_s: float) -> None:
