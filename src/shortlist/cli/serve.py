@@ -19,6 +19,13 @@ __all__ = ["register"]
 
 logger = logging.getLogger("shortlist.server")
 
+# Connection defaults (see shortlist.server.protocol): a whole request header within 10 s (nginx's
+# client_header_timeout is 60 s), idle kept-alive connections closed after 5 s (uvicorn's default),
+# at most 1,000 open connections per worker.
+DEFAULT_TIMEOUT_HEADER = 10.0
+DEFAULT_TIMEOUT_KEEP_ALIVE = 5.0
+DEFAULT_LIMIT_CONNECTIONS = 1000
+
 
 def _catalog(value: str) -> tuple[str, str]:
     name, sep, path = value.partition("=")
@@ -73,6 +80,40 @@ def register(sub: Any) -> None:
         help="consecutive failures of an external selector that open its circuit breaker (0: no breaker)",
     )
     p.add_argument("--breaker-cooldown", type=float, default=5.0, help="seconds an open breaker refuses calls")
+    p.add_argument(
+        "--timeout-header",
+        type=float,
+        default=DEFAULT_TIMEOUT_HEADER,
+        help=f"seconds a client has to send a whole request header, else 408 and closed "
+        f"(default {DEFAULT_TIMEOUT_HEADER:g}; 0: no deadline)",
+    )
+    p.add_argument(
+        "--timeout-keep-alive",
+        type=float,
+        default=DEFAULT_TIMEOUT_KEEP_ALIVE,
+        help=f"seconds an idle kept-alive connection stays open (default {DEFAULT_TIMEOUT_KEEP_ALIVE:g}); "
+        "keep it above the load balancer's upstream keepalive_timeout",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_LIMIT_CONNECTIONS,
+        help=f"open connections per worker before new ones get 503 and are closed "
+        f"(default {DEFAULT_LIMIT_CONNECTIONS}; 0: no cap)",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a worker may take to start (load models, warm selectors) before it is replaced (default 600)",
+    )
+    p.add_argument(
+        "--worker-healthcheck-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a started worker has to answer the supervisor's health check before it is replaced "
+        "(--workers > 1; default 30)",
+    )
     p.add_argument("--access-log", action="store_true", help="log one line per request on stderr")
     p.set_defaults(func=run)
 
@@ -98,6 +139,17 @@ _FIELDS = {
 }
 
 
+def _connection_flags(args: argparse.Namespace) -> tuple[tuple[str, float, float], ...]:
+    """(flag, value, lowest allowed) of the connection and worker flags uvicorn takes."""
+    return (
+        ("--timeout-header", args.timeout_header, 0.0),
+        ("--timeout-keep-alive", args.timeout_keep_alive, 0.1),
+        ("--max-connections", args.max_connections, 0),
+        ("--startup-timeout", args.startup_timeout, 1.0),
+        ("--worker-healthcheck-timeout", args.worker_healthcheck_timeout, 1.0),
+    )
+
+
 def _flag_of(loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else ""
     return "--" + _FIELDS.get(field, field).replace("_", "-")
@@ -106,12 +158,17 @@ def _flag_of(loc: tuple[int | str, ...]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist serve`` until interrupted."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
     from shortlist.server.auth import is_loopback
+    from shortlist.server.protocol import ServiceConfig
     from shortlist.server.settings import ENV_SETTINGS, ServerSettings
 
     if args.workers < 1:
         return fail("serve: --workers must be >= 1")
+    for flag, value, low in _connection_flags(args):
+        if not value >= low:
+            return fail(f"serve: {flag} must be >= {low:g}, not {value:g}")
     from pydantic import ValidationError
 
     try:
@@ -134,31 +191,40 @@ def run(args: argparse.Namespace) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shortlist-metrics-")
     if args.access_log:
         logging.getLogger("shortlist.server.access").setLevel(logging.INFO)
-    options: dict[str, Any] = {
-        "factory": True,
-        "host": args.host,
-        "port": args.port,
-        "workers": args.workers,
-        "log_level": "info" if args.verbose else "warning",
-        "access_log": False,
-        "timeout_graceful_shutdown": 30,
-    }
-    from shortlist.server.listen import ReusePortSocket, reuseport_supported
+    config = ServiceConfig(
+        _APP,
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="info" if args.verbose else "warning",
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        timeout_keep_alive=args.timeout_keep_alive,
+        timeout_worker_healthcheck=args.worker_healthcheck_timeout,
+        timeout_header=args.timeout_header,
+        limit_connections=args.max_connections or None,
+        startup_timeout=args.startup_timeout,
+    )
+    if args.workers > 1:
+        from shortlist.server.listen import ReusePortSocket, reuseport_supported
+        from shortlist.server.supervisor import ServiceSupervisor
 
-    if args.workers > 1 and reuseport_supported():
-        # one listening socket per worker (SO_REUSEPORT): the kernel spreads connections evenly
-        from uvicorn.supervisors import Multiprocess
-
-        config = uvicorn.Config(_APP, **options)
         try:
-            reservation = ReusePortSocket(config.host, config.port, config.backlog)
-        except OSError as exc:
-            return fail(f"serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}")
-        with reservation:
-            Multiprocess(config, sockets=[reservation]).run()
+            # one listening socket per worker (SO_REUSEPORT): the kernel spreads connections evenly
+            sock = (
+                ReusePortSocket(config.host, config.port, config.backlog)
+                if reuseport_supported()
+                else config.bind_socket()
+            )
+        except (OSError, SystemExit) as exc:
+            return fail(f"serve: cannot bind {args.host}:{args.port}: {getattr(exc, 'strerror', None) or exc}")
+        with sock:
+            ServiceSupervisor(config, sockets=[sock]).run()
         return 0
-    uvicorn.run(_APP, **options)
-    return 0
+    server = uvicorn.Server(config)
+    server.run()
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def _check_start_up(settings: Any) -> None:

@@ -64,6 +64,13 @@ class ServiceMetrics:
             registry=r,
         )
 
+        self.connections_closed = Counter(
+            "shortlist_http_connections_closed",
+            "Connections the server closed: header_timeout (408), idle (keep-alive), over_limit (503)",
+            ["reason"],
+            registry=r,
+        )
+
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one answered request and record its latency."""
         self.requests.labels(route, method, str(status)).inc()
@@ -74,7 +81,7 @@ class ServiceMetrics:
         self.selections.labels(kind, selector or "none", "fallback" if fallback else "narrowed").inc()
 
     def on_event(self, event: Event) -> None:
-        """Event hook: count fallbacks, external-selector timeouts, worker restarts and breaker changes."""
+        """Event hook: count fallbacks, exec timeouts and restarts, breaker changes and closed connections."""
         if isinstance(event, SelectionFallback):
             self.fallbacks.labels(event.reason, event.selector or "none").inc()
             return
@@ -85,6 +92,8 @@ class ServiceMetrics:
             self.exec_restarts.labels(selector).inc()
         elif event.name == "breaker.changed":
             self.breaker_changes.labels(selector, str(getattr(event, "state", ""))).inc()
+        elif event.name == "server.connection_closed":
+            self.connections_closed.labels(str(getattr(event, "reason", ""))).inc()
 
     def exposition(self) -> bytes:
         """The text exposition format of every metric (all workers' in multiprocess mode)."""

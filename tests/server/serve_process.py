@@ -1,0 +1,83 @@
+"""``shortlist serve`` as a real process on 127.0.0.1 for the connection and start-up tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServeProcess:
+    """A running ``shortlist serve``: its process, base URL, port and log file."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    port: int
+    log: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def wait_ready(url: str, proc: subprocess.Popen[str], seconds: float) -> bool:
+    """Poll ``/readyz`` until 200 (True), the process exits or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2, headers={"Connection": "close"}).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def serve_process(
+    tmp: Path, *args: str, env: Mapping[str, str] | None = None, ready_within: float = 120.0, wait: bool = True
+) -> Iterator[ServeProcess]:
+    """Run ``shortlist serve --port FREE *args`` until the block exits (SIGTERM, then SIGKILL)."""
+    port = free_port()
+    log = tmp / f"serve-{port}.log"
+    full_env = dict(os.environ if env is None else env)
+    full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shortlist.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=full_env,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if wait and not wait_ready(url, proc, ready_within):
+            raise AssertionError(f"serve not ready within {ready_within:g} s: {log.read_text()[-3000:]}")
+        yield ServeProcess(proc, url, port, log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(40)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
