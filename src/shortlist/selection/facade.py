@@ -115,6 +115,7 @@ class Shortlist:
         *,
         kind: str | None = None,
         k: int | None = None,
+        hooks: Sequence[EventHook] = (),
     ) -> TurnSelection:
         """Decide what surfaces for this turn.
 
@@ -124,9 +125,12 @@ class Shortlist:
             candidates: the eligible candidates this turn (default: the bound catalog).
             kind: ``"tool"`` or ``"skill"`` (default: this object's kind).
             k: the most ids to surface besides pins (0: the selector's default).
+            hooks: extra event hooks for this call (besides this object's ``on_event``).
         """
         q = self._query(query, kind, k)
-        return narrow(self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=self._hooks)
+        return narrow(
+            self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=(*self._hooks, *hooks)
+        )
 
     async def aselect(
         self,
@@ -135,10 +139,13 @@ class Shortlist:
         *,
         kind: str | None = None,
         k: int | None = None,
+        hooks: Sequence[EventHook] = (),
     ) -> TurnSelection:
         """Async twin of :meth:`select`."""
         q = self._query(query, kind, k)
-        return await anarrow(self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=self._hooks)
+        return await anarrow(
+            self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=(*self._hooks, *hooks)
+        )
 
     def _candidates(self, candidates: Sequence[Candidate] | None) -> Sequence[Candidate]:
         return self.catalog if candidates is None else candidates
