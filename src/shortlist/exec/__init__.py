@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from shortlist.exec.client import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, ExecSelector
-from shortlist.exec.events import ExecKilled, ExecSpawned, ExecWorkerRestarted
+from shortlist.exec.events import (
+    ExecDescendantsKilled,
+    ExecKilled,
+    ExecReasonTruncated,
+    ExecRequestFailed,
+    ExecSpawned,
+    ExecWorkerRestarted,
+)
 from shortlist.exec.protocol import (
+    MAX_DEPTH,
     PROTOCOL_VERSION,
     DecodedRequest,
+    DocumentTooDeep,
     decode_request,
     decode_response,
     encode_request,
@@ -30,13 +39,18 @@ from shortlist.exec.sandbox import (
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "DEFAULT_TIMEOUT_MS",
+    "MAX_DEPTH",
     "PROTOCOL_VERSION",
     "SANDBOX_MODES",
     "DecodedRequest",
     "DirectSandbox",
     "DockerExecSandbox",
     "DockerRunSandbox",
+    "DocumentTooDeep",
+    "ExecDescendantsKilled",
     "ExecKilled",
+    "ExecReasonTruncated",
+    "ExecRequestFailed",
     "ExecSelector",
     "ExecSpawned",
     "ExecWorkerRestarted",

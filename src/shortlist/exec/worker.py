@@ -1,7 +1,7 @@
 """One persistent selector process speaking newline-delimited JSON: started lazily, restarted when it dies.
 
 Framing: each request is one line of JSON on the worker's stdin (with an ``"id"``), each
-response one line on its stdout (echoing the ``"id"``, or omitting it). Calls are
+response one line on its stdout (echoing the ``"id"``; the client checks it). Calls are
 serialised with a lock: a worker handles one request at a time. A worker that crashed,
 timed out, or broke the framing is killed (its whole process group) and started again on
 the next call; each restart is an :class:`~shortlist.exec.events.ExecWorkerRestarted` event.
