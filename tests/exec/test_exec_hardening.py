@@ -157,7 +157,7 @@ def test_parse_request_refuses_deep_documents_with_a_clear_value_error() -> None
         parse_request({"query": {"text": "x"}, "candidates": [{"id": "a", "metadata": {"m": deep_mapping}}]})
 
 
-def test_a_deep_response_is_a_protocol_error_that_replaces_the_worker() -> None:
+def test_a_deep_response_is_a_protocol_error() -> None:
     with pytest.raises(SelectorProtocolError, match="deeper than"):
         decode_response('{"selected": ["a"], "extra": ' + deep(100_000) + "}")
 
