@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from shortlist.errors import ConfigError
 
@@ -112,6 +112,30 @@ class SelectorConfig(_Strict):
     worker: bool = False
     max_output_bytes: int = 4 * 1024 * 1024
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        from shortlist.selection.registry import builtin_selector_names
+
+        builtin = builtin_selector_names()
+        if value == EXEC_TYPE or value.startswith("exec:") or value in builtin:
+            return value
+        hint = difflib.get_close_matches(value, builtin, n=1)
+        raise ValueError(
+            f"unknown selector type {value!r}"
+            + (f"; did you mean {hint[0]!r}?" if hint else "")
+            + f" (built-in: {', '.join(builtin)}; or leave `type:` out and set `command:`)"
+        )
+
+    @field_validator("options")
+    @classmethod
+    def _builtin_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # A built-in ranker's options are its constructor's keywords: check them now, not at first use.
+        from shortlist.selection.options import validate_options
+
+        validate_options(str(info.data.get("type", EXEC_TYPE)), value)
+        return value
 
     @field_validator("env")
     @classmethod
@@ -317,7 +341,23 @@ def load_runtime_config(path: str | Path) -> RuntimeConfig:
 
 def runtime_config_schema() -> dict[str, Any]:
     """Return the JSON Schema of ``runtime.yaml``."""
+    from pydantic.json_schema import models_json_schema
+
+    from shortlist.selection.options import BUILTIN_OPTIONS
+
     schema = RuntimeConfig.model_json_schema(by_alias=True)
+    # Each built-in type's `options:` model, applied by `type` (if/then), beside the config's own $defs.
+    refs, options_defs = models_json_schema(
+        [(model, "validation") for model in BUILTIN_OPTIONS.values()], ref_template="#/$defs/{model}"
+    )
+    schema["$defs"].update(options_defs["$defs"])
+    schema["$defs"]["SelectorConfig"]["allOf"] = [
+        {
+            "if": {"properties": {"type": {"const": type_name}}, "required": ["type"]},
+            "then": {"properties": {"options": refs[(model, "validation")]}},
+        }
+        for type_name, model in BUILTIN_OPTIONS.items()
+    ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "shortlist runtime configuration"
     return schema

@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 #: Built-in selector types: name -> ``"module:factory"``; the factory takes ``name=`` plus options.
+#: Each type's ``options:`` model is in :data:`shortlist.selection.options.BUILTIN_OPTIONS` (same
+#: keys, checked when the config loads); add or change both together (a test compares them).
 BUILTIN_SELECTORS: dict[str, str] = {
     "overlap": "shortlist.selection.lexical:TokenOverlapSelector",
     "lexical": "shortlist.selection.lexical:LexicalSelector",

@@ -1,0 +1,231 @@
+"""The ``options:`` of each built-in selector type, as strict models checked when the config loads.
+
+``runtime.yaml`` passes a built-in selector's ``options:`` mapping as keyword arguments to
+its ranker's constructor (see :data:`shortlist.selection.registry.BUILTIN_SELECTORS`).
+Without a model, a typo'd key or a wrong value would only fail when the selector is first
+built, long after the service reported ready. Each model here mirrors one constructor:
+its fields are the constructor's keywords that YAML can express, with the same defaults,
+types and ranges; the keywords that take Python objects or are set by the registry are
+listed in :data:`NOT_OPTIONS`. ``tests/config/test_selector_options.py`` checks every model
+against its constructor, so the two cannot drift apart.
+
+Validation is strict: no coercion (``"8"`` is not an integer, ``1`` is not a boolean), except
+that an integer is a valid number.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+__all__ = [
+    "BUILTIN_OPTIONS",
+    "NOT_OPTIONS",
+    "AbstentionOptions",
+    "Bm25Options",
+    "EmbeddingOptions",
+    "HybridBm25Options",
+    "HybridEmbeddingOptions",
+    "HybridOptions",
+    "LexicalOptions",
+    "LlmOptions",
+    "OverlapOptions",
+    "RerankOptions",
+    "validate_options",
+]
+
+#: Constructor keywords that are not options: set by the registry (``name``) or Python
+#: objects that YAML cannot express (``embedder`` comes from ``spec.embedding_providers``).
+NOT_OPTIONS = frozenset({"name", "embedder", "transport"})
+
+FirstStage = Literal["hybrid", "bm25", "embedding"]
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class AbstentionOptions(_Options):
+    """``abstention:``: when a ranker answers "nothing fits" (:class:`~shortlist.rankers.base.Abstention`)."""
+
+    min_score: float | None = None
+    min_margin: float | None = None
+
+
+class _TopK(_Options):
+    top_k: int = Field(10, gt=0, description="how many to return when the query does not say")
+
+
+class OverlapOptions(_TopK):
+    """``type: overlap`` (:class:`~shortlist.selection.lexical.TokenOverlapSelector`)."""
+
+
+class LexicalOptions(_TopK):
+    """``type: lexical`` (:class:`~shortlist.selection.lexical.LexicalSelector`)."""
+
+
+class HybridBm25Options(_Options):
+    """``bm25:`` inside ``type: hybrid``: every BM25 option but ``top_k`` (the hybrid's own)."""
+
+    k1: float = Field(1.2, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    stopwords: Literal["en", "en_plus", "none"] = "en_plus"
+    stem: bool = True
+    name_weight: int = Field(1, ge=0)
+    examples_mode: Literal["field", "merge"] = "field"
+    examples_weight: float = Field(2.0, ge=0)
+    min_score: float | None = None
+    min_margin: float | None = None
+    adaptive_k: float | None = Field(None, gt=0, lt=1)
+    normalize: bool = False
+    cache_size: int = Field(4, ge=1)
+
+
+class Bm25Options(HybridBm25Options, _TopK):
+    """``type: bm25`` (:class:`~shortlist.rankers.bm25.Bm25Ranker`)."""
+
+
+class HybridEmbeddingOptions(_Options):
+    """``embedding:`` inside ``type: hybrid``: every embedding option but ``top_k``."""
+
+    abstention: AbstentionOptions | None = None
+    min_score: float | None = None
+    min_margin: float | None = None
+    adaptive_k: float | None = Field(None, gt=0, lt=1)
+    use_examples: bool = True
+    example_weight: float = Field(0.7, ge=0, le=1)
+    example_top: int = Field(3, ge=1)
+    max_examples: int = Field(512, ge=1)
+    vector_cache: str | None = None
+
+
+class EmbeddingOptions(HybridEmbeddingOptions, _TopK):
+    """``type: embedding`` (:class:`~shortlist.rankers.embedding.EmbeddingRanker`)."""
+
+
+class HybridOptions(_TopK):
+    """``type: hybrid`` (:class:`~shortlist.rankers.hybrid.HybridRanker`)."""
+
+    fusion: Literal["score", "rrf"] = "score"
+    bm25_weight: float | None = Field(None, ge=0, description="default 0.2 with score fusion, 1.0 with rrf")
+    dense_weight: float = Field(1.0, ge=0)
+    rrf_k: float = Field(60.0, gt=0)
+    abstention: AbstentionOptions | None = None
+    min_score: float | None = None
+    min_margin: float | None = None
+    adaptive_k: float | None = Field(None, gt=0, lt=1)
+    confidence_bm25_weight: float = Field(0.5, ge=0)
+    bm25: HybridBm25Options | None = None
+    embedding: HybridEmbeddingOptions | None = None
+
+
+class RerankOptions(_TopK):
+    """``type: rerank`` (:class:`~shortlist.rankers.rerank.RerankRanker`)."""
+
+    url: str | None = None
+    api_key: str | None = None
+    api_key_env: str = "RERANK_API_KEY"
+    model: str | None = None
+    protocol: Literal["default", "cohere", "voyage", "tei"] = "default"
+    first_stage: FirstStage = "hybrid"
+    candidates_n: int = Field(50, ge=1)
+    timeout_s: float = Field(2.5, gt=0)
+    abstention: AbstentionOptions | None = None
+    min_score: float | None = None
+    min_margin: float | None = None
+
+
+class LlmOptions(_TopK):
+    """``type: llm`` (:class:`~shortlist.rankers.llm_judge.LlmJudgeRanker`)."""
+
+    model: str | None = Field(None, pattern=r"^[\w.]+:[\w.]+$", description="the model callable as 'module:attribute'")
+    first_stage: FirstStage = "hybrid"
+    shortlist_n: int = Field(20, ge=1)
+    top_k: int = Field(5, gt=0)
+    max_output_chars: int = Field(2000, ge=1)
+    description_chars: int = Field(300, ge=10)
+    allow_model_requests: bool = False
+    abstention: AbstentionOptions | None = None
+    min_score: float | None = None
+    min_margin: float | None = None
+
+
+#: Built-in selector type -> the model of its ``options:`` (same keys as ``BUILTIN_SELECTORS``).
+BUILTIN_OPTIONS: dict[str, type[BaseModel]] = {
+    "overlap": OverlapOptions,
+    "lexical": LexicalOptions,
+    "bm25": Bm25Options,
+    "embedding": EmbeddingOptions,
+    "hybrid": HybridOptions,
+    "rerank": RerankOptions,
+    "llm": LlmOptions,
+}
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The nested options model at ``loc`` inside ``model`` (None if ``loc`` leaves the models)."""
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        annotation = field.annotation
+        args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+        nested = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not nested:
+            return None
+        model = nested[0]
+    return model
+
+
+def _message(type_name: str, model: type[BaseModel], err: Mapping[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        owner = _model_at(model, loc[:-1])
+        known = list(owner.model_fields) if owner is not None else []
+        inside = f" in {loc[-2]!r}" if len(loc) > 1 else ""
+        hint = difflib.get_close_matches(key, known, n=1)
+        return f"unknown option {key!r}{inside} of selector type {type_name!r}" + (
+            f"; did you mean {hint[0]!r}?" if hint else f"; known options: {', '.join(known)}"
+        )
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    owner = _model_at(model, loc[:-1]) if loc else None
+    field = owner.model_fields.get(str(loc[-1])) if owner is not None else None
+    about = f"; {loc[-1]}: {field.description}" if field is not None and field.description else ""
+    shown = repr(err["input"])
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{msg} (got {shown}{about})"
+
+
+def validate_options(type_name: str, options: Mapping[str, Any]) -> None:
+    """Check ``options`` against the model of the built-in selector type ``type_name``.
+
+    Args:
+        type_name: a key of :data:`BUILTIN_OPTIONS` (other types are not checked).
+        options: the ``options:`` mapping of a selector.
+
+    Raises:
+        pydantic.ValidationError: every problem, located by its key path inside ``options``,
+            with the fix in its message ("did you mean ...?" for a near-miss key).
+    """
+    model = BUILTIN_OPTIONS.get(type_name)
+    if model is None:
+        return
+    try:
+        model.model_validate(dict(options))
+    except ValidationError as exc:
+        details = [
+            InitErrorDetails(
+                type=PydanticCustomError("selector_option", "{message}", {"message": _message(type_name, model, e)}),
+                loc=tuple(e["loc"]),
+                input=e["input"],
+            )
+            for e in exc.errors()
+        ]
+        raise ValidationError.from_exception_data(model.__name__, details) from None
