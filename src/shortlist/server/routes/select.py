@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from shortlist.selection.narrowing import anarrow
+from shortlist.selection.facade import Shortlist
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import JsonInt, state_of
-from shortlist.types import Candidate, Query
+from shortlist.server.state import ServiceState
+from shortlist.types import Candidate
 
-__all__ = ["CandidateIn", "SelectRequest", "SelectResponse", "router", "to_candidates"]
+__all__ = [
+    "CandidateIn",
+    "SelectRequest",
+    "SelectResponse",
+    "binding",
+    "resolve_candidates",
+    "router",
+    "to_candidates",
+]
 
 #: The most inline candidates in the schema (the server's ``max_candidates`` may be lower: 413).
 MAX_CANDIDATES = 5000
@@ -94,27 +104,46 @@ def to_candidates(items: list[CandidateIn], limit: int) -> list[Candidate]:
     return out
 
 
+def resolve_candidates(
+    state: ServiceState, catalog: str | None, candidates: list[CandidateIn] | None
+) -> Sequence[Candidate]:
+    """The eligible candidates of a request: exactly one of a loaded catalog's name or inline candidates.
+
+    Raises:
+        ApiError: both or neither given (422), an unknown catalog (404), too many candidates (413).
+    """
+    if (candidates is None) == (catalog is None):
+        raise ApiError(422, "invalid_request", "give exactly one of 'candidates' (inline) or 'catalog' (a name)")
+    if catalog is not None:
+        loaded = state.catalogs.get(catalog)
+        if loaded is None:
+            known = ", ".join(sorted(state.catalogs)) or "none loaded"
+            raise ApiError(404, "unknown_catalog", f"no catalog named {catalog!r} (loaded: {known})")
+        return loaded
+    return to_candidates(candidates or [], state.settings.max_candidates)
+
+
+def binding(state: ServiceState, selector: str | None) -> Shortlist:
+    """The service's :class:`Shortlist`, or a view of it ranking with the named ``selector``.
+
+    Every route that selects goes through this facade, so its pins, policy and event hooks
+    apply; external selectors are the registry's (behind their circuit breakers).
+
+    Raises:
+        ApiError: 404 for a name the server does not know (``exec:COMMAND`` never is).
+    """
+    if selector is None:
+        return state.shortlist
+    if selector not in state.selector_names():
+        raise ApiError(404, "unknown_selector", f"no selector named {selector!r}")
+    return state.shortlist.with_selector(selector)
+
+
 @router.post("/v1/select", response_model=SelectResponse, summary="Select the tools or skills for one turn")
 async def select(body: SelectRequest, request: Request) -> FastJSONResponse:
     """Narrow the candidates for ``query``; the answer says what surfaces, the scores and any fallback."""
     state = state_of(request)
-    if (body.candidates is None) == (body.catalog is None):
-        raise ApiError(422, "invalid_request", "give exactly one of 'candidates' (inline) or 'catalog' (a name)")
-    if body.catalog is not None:
-        catalog = state.catalogs.get(body.catalog)
-        if catalog is None:
-            known = ", ".join(sorted(state.catalogs)) or "none loaded"
-            raise ApiError(404, "unknown_catalog", f"no catalog named {body.catalog!r} (loaded: {known})")
-        candidates: tuple[Candidate, ...] | list[Candidate] = catalog
-    else:
-        candidates = to_candidates(body.candidates or [], state.settings.max_candidates)
-    sl = state.shortlist
-    if body.selector is not None:
-        if body.selector not in state.selector_names():
-            raise ApiError(404, "unknown_selector", f"no selector named {body.selector!r}")
-        selector = sl.registry.get(body.selector)
-        turn = await anarrow(selector, Query(text=body.query, kind=body.kind, k=body.k), candidates, sl.policy)
-    else:
-        turn = await sl.aselect(body.query, candidates, kind=body.kind, k=body.k)
+    candidates = resolve_candidates(state, body.catalog, body.candidates)
+    turn = await binding(state, body.selector).aselect(body.query, candidates, kind=body.kind, k=body.k)
     state.metrics.observe_selection(body.kind, turn.selector, turn.fallback)
     return FastJSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation
