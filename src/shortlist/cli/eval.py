@@ -38,6 +38,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument("--curve", action="store_true", help="add the abstention trade-off curve (min_score sweep)")
+    conv = p.add_argument_group(
+        "conversation datasets (DIR/conversations.jsonl): replay every conversation under each strategy"
+    )
+    conv.add_argument(
+        "--strategies", default="all,per_turn,stable,deferred", help="comma-separated (default: all four)"
+    )
+    conv.add_argument(
+        "--history", default="0,20000", help="prior-history sizes in tokens to price at (default 0,20000)"
+    )
+    conv.add_argument("--search-k", type=int, default=5, help="tools one search returns (default 5)")
+    conv.add_argument("--prefetch", type=int, default=3, help="deferred: top tools loaded per turn (default 3)")
+    conv.add_argument("--max-searches", type=int, default=2, help="searches the simulated model makes a turn (2)")
+    conv.add_argument("--cache-write", type=float, default=1.25, help="cache-write price multiplier (1.25)")
+    conv.add_argument("--cache-read", type=float, default=0.1, help="cache-read price multiplier (0.1)")
+    conv.add_argument("--system-tokens", type=int, default=400, help="system prompt size (400)")
+    conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_run)
@@ -114,6 +130,10 @@ def _run(args: argparse.Namespace) -> int:
             f"{args.dataset!r} is a public dataset name, not a directory; convert it first: "
             f"shortlist eval prepare --dataset {args.dataset} --out .cache/eval/{args.dataset}"
         )
+    from shortlist.eval.conversations import is_conversation_dataset
+
+    if is_conversation_dataset(args.dataset):
+        return _run_conversations(args, names, options)
     dataset = load_dataset(args.dataset)
     train = load_queries(args.train) if args.train else None
     if train is not None and {q.text for q in train} & {q.text for q in dataset.queries}:
@@ -143,6 +163,86 @@ def _run(args: argparse.Namespace) -> int:
     else:
         write_text(_table(reports, args))
     return 0
+
+
+def _int_list(raw: str, flag: str) -> list[int]:
+    from shortlist.errors import ConfigError
+
+    try:
+        out = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} expects comma-separated whole numbers, got {raw!r}") from None
+    if not out:
+        raise ConfigError(f"{flag} needs at least one value")
+    return out
+
+
+def _run_conversations(args: argparse.Namespace, names: list[str], options: dict[str, Any]) -> int:
+    from shortlist.errors import ConfigError
+    from shortlist.eval.conversations import CostModel, run_conversation_eval
+    from shortlist.eval.datasets import load_tools
+    from shortlist.selection.cousage import CoUsage
+    from shortlist.selection.facade import Shortlist
+    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.selection.session import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
+
+    if len(names) > 1:
+        raise ConfigError("--compare is for tool-retrieval datasets; a conversation dataset takes one --selector")
+    if args.train or args.curve:
+        raise ConfigError("--train and --curve are for tool-retrieval datasets (queries.jsonl)")
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    histories = _int_list(args.history, "--history")
+    model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
+    selector = create_builtin_selector(names[0], **options)
+    shortlist = Shortlist(load_tools(Path(args.dataset) / "tools.jsonl"), selector=selector)
+
+    def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
+        prefetch = args.prefetch if policy == "deferred" else 0
+        return ToolSession(
+            shortlist, policy=policy, k=args.k, search_k=args.search_k, prefetch=prefetch, co_usage=co_usage
+        )
+
+    try:
+        report = run_conversation_eval(
+            args.dataset,
+            make,
+            strategies=strategies,
+            histories=histories,
+            cost_model=model,
+            max_searches=args.max_searches,
+            default=DEFAULT_POLICY,
+            limit=args.limit,
+            learn=not args.no_learn,
+            progress=not args.no_progress,
+        )
+    finally:
+        selector.close()
+    if args.json:
+        write_json(report)
+    else:
+        write_text(_conversation_table(report, histories))
+    return 0
+
+
+def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
+    all_cost = report["strategies"].get("all", {}).get("cost", {})
+    lines = [
+        f"{report['conversations']} conversations, {report['turns']} turns, whole catalog "
+        f"{report['catalog_tokens']} tokens ({report['counter']}); default strategy: {report['default']}",
+    ]
+    header = ["strategy", "recall", "complete", "tools", "tool tokens", "block changes", "calls/turn"]
+    header += [f"cost @{h}" for h in histories] + [f"x all @{h}" for h in histories if all_cost]
+    rows = [header]
+    for name, m in report["strategies"].items():
+        row = [name, _fmt(m["turn_recall"]), _fmt(m["complete_turns"]), _fmt(m["tools_per_turn"])]
+        row += [_fmt(m["tool_tokens_per_turn"]), _fmt(m["tool_block_changes"]), _fmt(m["model_calls_per_turn"])]
+        row += [f"{m['cost'][str(h)]:.0f}" for h in histories]
+        if all_cost:
+            row += [_fmt(m["cost"][str(h)] / all_cost[str(h)]) for h in histories]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
 
 
 def _fmt(x: Any) -> str:

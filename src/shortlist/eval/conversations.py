@@ -41,6 +41,7 @@ from tqdm import tqdm
 from shortlist.errors import CatalogError, ConfigError
 from shortlist.eval.datasets import load_tools
 from shortlist.eval.runner import definition_text, make_counter
+from shortlist.selection.cousage import CoUsage
 from shortlist.selection.session import SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
 from shortlist.types import Candidate
 
@@ -184,7 +185,7 @@ class _Replay:
         self,
         strategy: str,
         catalog: Sequence[Candidate],
-        make_session: Callable[[OfferPolicy], ToolSession],
+        make_session: Callable[[OfferPolicy, CoUsage | None], ToolSession],
         *,
         cost_model: CostModel,
         count: Callable[[str], int],
@@ -206,10 +207,10 @@ class _Replay:
     def message_tokens(self, message: Mapping[str, Any]) -> int:
         return self.count(json.dumps(message, ensure_ascii=False, default=str))
 
-    def conversation(self, case: ConversationCase, prior: int, totals: _Totals) -> None:
+    def conversation(self, case: ConversationCase, prior: int, totals: _Totals, co_usage: CoUsage | None) -> None:
         meter = _Meter(self.cost_model, prior)
         all_ids = tuple(c.id for c in self.catalog)
-        session = None if self.strategy == "all" else self.make_session(self.strategy)  # type: ignore[arg-type]
+        session = None if self.strategy == "all" else self.make_session(self.strategy, co_usage)  # type: ignore[arg-type]
         messages: list[dict[str, Any]] = []
         for turn in case.turns:
             user = {"role": "user", "content": turn.user}
@@ -282,7 +283,7 @@ def _iter(cases: Sequence[ConversationCase], desc: str, progress: bool) -> Itera
 
 def run_conversation_eval(
     directory: str | Path,
-    make_session: Callable[[OfferPolicy], ToolSession],
+    make_session: Callable[[OfferPolicy, CoUsage | None], ToolSession],
     *,
     strategies: Sequence[str] = STRATEGIES,
     histories: Sequence[int] = (0, 20_000),
@@ -290,19 +291,23 @@ def run_conversation_eval(
     max_searches: int = 2,
     default: str = "deferred",
     limit: int | None = None,
+    learn: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Replay every conversation of ``directory`` under each strategy; return the report.
 
     Args:
         directory: ``tools.jsonl`` + ``conversations.jsonl``.
-        make_session: builds a fresh :class:`ToolSession` for a policy (one per conversation).
+        make_session: builds a fresh :class:`ToolSession` for a policy and a co-usage table
+            (one session per conversation).
         strategies: which of :data:`STRATEGIES` to run.
         histories: prior-history sizes (tokens) to price each strategy at.
         cost_model: prompt layout and prices.
         max_searches: the most searches the simulated model makes in one turn.
         default: the name reported as the default strategy.
         limit: replay only the first N conversations.
+        learn: learn co-usage online, as a feedback log would: each pass starts from nothing
+            and each conversation sees only the calls of the turns replayed before it.
         progress: a progress bar on stderr.
 
     Returns:
@@ -341,8 +346,9 @@ def run_conversation_eval(
         costs: dict[str, float] = {}
         for i, prior in enumerate(histories):
             totals = _Totals()
+            co_usage = CoUsage() if learn else None  # a fresh log per pass: no pass sees another's
             for case in _iter(cases, f"{strategy} @{prior}", progress):
-                replay.conversation(case, prior, totals)
+                replay.conversation(case, prior, totals, co_usage)
             costs[str(prior)] = round(totals.cost / len(cases), 1)
             if i == 0:
                 t = totals.turns or 1

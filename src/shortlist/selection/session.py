@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from shortlist.errors import ConfigError
 from shortlist.events import Event, EventHook, emit
+from shortlist.selection.cousage import CoUsage
 from shortlist.selection.narrowing import TurnSelection, narrow
 from shortlist.selection.query import last_user_text
 from shortlist.types import Candidate, Query
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from shortlist.selection.facade import Shortlist
 
 __all__ = [
+    "DEFAULT_POLICY",
     "OFFER_POLICIES",
     "SEARCH_TOOL_NAME",
     "Offer",
@@ -64,6 +66,9 @@ __all__ = [
 OfferPolicy = Literal["per_turn", "stable", "deferred"]
 #: Every policy name, in the order the evaluation reports them.
 OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
+#: The policy a :class:`ToolSession` uses unless told otherwise: it measured best on cost and
+#: completeness in the conversation replay (``docs/evaluation.md``).
+DEFAULT_POLICY: OfferPolicy = "deferred"
 #: The name of the tool-search tool a ``stable`` or ``deferred`` conversation offers.
 SEARCH_TOOL_NAME = "find_tools"
 
@@ -266,6 +271,7 @@ def decide_offer(
     prefix_tokens: int = 0,
     prices: Prices | None = None,
     prefetch: int = 0,
+    co_usage: CoUsage | None = None,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -280,6 +286,9 @@ def decide_offer(
         prefix_tokens: the tokens behind the tools block (system prompt + history) that a
             change would re-write; used by ``stable``.
         prices: cache prices (default :class:`Prices`).
+        prefetch: ``deferred`` only: the most of this turn's top-ranked tools the runtime
+            loads into the history before the model call (no model call needed; 0: none).
+        co_usage: with ``prefetch``, also load the tools usually called with the likely ones.
         hooks: extra event hooks for this call.
     """
     policy = _check_policy(policy)
@@ -302,7 +311,12 @@ def decide_offer(
             selection = turn
             if turn.narrowed:
                 available = set(state.available)
-                prefetched = tuple(i for i in turn.ranked if i not in available)[:prefetch]
+                prefetched = tuple(i for i in turn.ranked[:prefetch] if i not in available)
+                if co_usage is not None:  # tools usually called with the likely ones, never named
+                    likely = list(turn.ranked[:prefetch])
+                    prefetched += tuple(
+                        i for i in co_usage.companions(likely, exclude=available | set(prefetched)) if i in eligible_ids
+                    )
         if policy == "stable":
             turn = shortlist.select(query, eligible, k=k, hooks=hooks)
             available = set(state.available)
@@ -360,12 +374,14 @@ def search_tools(
     policy: OfferPolicy,
     candidates: Sequence[Candidate] | None = None,
     k: int = 5,
+    co_usage: CoUsage | None = None,
     hooks: Sequence[EventHook] = (),
 ) -> tuple[tuple[Candidate, ...], OfferState]:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
 
     Under ``deferred`` the found tools are *loaded* (their definitions enter the history);
-    under ``stable`` and ``per_turn`` they join the tools block of the next request.
+    under ``stable`` and ``per_turn`` they join the tools block of the next request. With
+    ``co_usage``, the tools usually called with the found ones come along.
     """
     policy = _check_policy(policy)
     available = set(state.available)
@@ -382,6 +398,11 @@ def search_tools(
 
         lexical = narrow(LexicalSelector(top_k=k), Query(query, "tool", k), pool, hooks=hooks)
         found = lexical.surfaced[:k]
+    if co_usage is not None and found:
+        pool_by_id = {c.id: c for c in pool}
+        seen = {c.id for c in found}
+        extra = co_usage.companions([c.id for c in found], exclude=available | seen)
+        found = (*found, *(pool_by_id[i] for i in extra if i in pool_by_id))
     ids = tuple(c.id for c in found)
     if policy == "deferred":
         state = replace(state, loaded=state.loaded + ids)
@@ -402,6 +423,9 @@ class ToolSession:
         k: tools ranked into the block besides pins (the first turn's hot tools).
         search_k: tools a search returns.
         prices: cache prices used by ``stable``'s change rule.
+        prefetch: ``deferred``: this turn's top tools loaded into the history before the call.
+        co_usage: tools called together (shared by a pack's conversations; learns from
+            :meth:`record_calls`).
         state: resume from a saved :class:`OfferState`.
     """
 
@@ -409,15 +433,19 @@ class ToolSession:
         self,
         shortlist: Shortlist,
         *,
-        policy: OfferPolicy = "deferred",
+        policy: OfferPolicy = DEFAULT_POLICY,
         k: int | None = None,
         search_k: int = 5,
         prices: Prices | None = None,
         prefetch: int = 0,
+        co_usage: CoUsage | None = None,
         state: OfferState | None = None,
     ) -> None:
         self.shortlist = shortlist
+        if prefetch < 0:
+            raise ConfigError("prefetch must be non-negative")
         self.prefetch = prefetch
+        self.co_usage = co_usage
         self.policy: OfferPolicy = _check_policy(policy)
         if search_k < 1:
             raise ConfigError("search_k must be at least 1")
@@ -445,6 +473,7 @@ class ToolSession:
             prefix_tokens=prefix_tokens,
             prices=self.prices,
             prefetch=self.prefetch,
+            co_usage=self.co_usage,
             hooks=hooks,
         )
         self.state = offer.state
@@ -466,12 +495,16 @@ class ToolSession:
             policy=self.policy,
             candidates=candidates,
             k=k or self.search_k,
+            co_usage=self.co_usage,
             hooks=hooks,
         )
         return found
 
     def record_calls(self, names: Iterable[str]) -> None:
-        """Note the tools the model called (oldest first, without repeats)."""
+        """Note the tools the model called in one turn (and teach the co-usage counts)."""
+        names = list(names)
+        if self.co_usage is not None and names:
+            self.co_usage.observe(names)
         called = list(self.state.called)
         for name in names:
             if name in called:

@@ -1,0 +1,76 @@
+"""Co-usage: tools that are called together, learned from what models really called.
+
+Some tools are needed without being named: ``startEngine`` needs ``pressBrakePedal`` first,
+``mv`` inside a folder needs ``cd``. No ranking of the user's words finds them, but the
+feedback log does: :class:`CoUsage` counts, over the turns it observes (the tools of one
+turn, used together), how often each pair appears, and proposes a tool's *companions*:
+those seen with it in at least ``min_ratio`` of its turns, at least ``min_count`` times.
+It learns online (:meth:`CoUsage.observe`, called as a conversation records its calls) and
+can be seeded from a :class:`~shortlist.feedback.FeedbackStore` or from usage examples.
+Thread-safe: one instance may be shared by every conversation of a pack.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+__all__ = ["CoUsage"]
+
+
+class CoUsage:
+    """Pair counts of tools used in the same turn.
+
+    Args:
+        min_count: the fewest turns a pair must share before one proposes the other.
+        min_ratio: the share of a tool's turns that must include the companion.
+        limit: the most companions proposed for one call of :meth:`companions`.
+    """
+
+    def __init__(self, *, min_count: int = 2, min_ratio: float = 0.5, limit: int = 3) -> None:
+        if min_count < 1 or not 0 < min_ratio <= 1 or limit < 0:
+            raise ValueError("CoUsage needs min_count >= 1, 0 < min_ratio <= 1 and limit >= 0")
+        self.min_count = min_count
+        self.min_ratio = min_ratio
+        self.limit = limit
+        self._single: Counter[str] = Counter()
+        self._pair: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    @property
+    def turns(self) -> int:
+        """How many tool uses were observed (a tool counted once per turn)."""
+        return sum(self._single.values())
+
+    def observe(self, used: Iterable[str]) -> None:
+        """Record that the tools in ``used`` were called in one turn."""
+        ids = sorted(set(used))
+        with self._lock:
+            self._single.update(ids)
+            for i, a in enumerate(ids):
+                for b in ids[i + 1 :]:
+                    self._pair[(a, b)] += 1
+
+    def observe_all(self, turns: Iterable[Iterable[str]]) -> CoUsage:
+        """Record many turns (e.g. a feedback log's used ids, or examples' gold sets); return self."""
+        for used in turns:
+            self.observe(used)
+        return self
+
+    def companions(self, ids: Sequence[str], *, exclude: Iterable[str] = ()) -> list[str]:
+        """The tools usually called with ``ids``, strongest first, not in ``ids`` or ``exclude``."""
+        if self.limit == 0 or not ids:
+            return []
+        skip = set(ids) | set(exclude)
+        scores: dict[str, float] = {}
+        with self._lock:
+            for (a, b), n in self._pair.items():
+                if n < self.min_count:
+                    continue
+                for src, dst in ((a, b), (b, a)):
+                    if src in ids and dst not in skip:
+                        ratio = n / self._single[src]
+                        if ratio >= self.min_ratio:
+                            scores[dst] = max(scores.get(dst, 0.0), ratio)
+        return sorted(scores, key=lambda d: (-scores[d], d))[: self.limit]
