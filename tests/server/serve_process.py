@@ -52,16 +52,32 @@ def wait_ready(url: str, proc: subprocess.Popen[str], seconds: float) -> bool:
 
 @contextlib.contextmanager
 def serve_process(
-    tmp: Path, *args: str, env: Mapping[str, str] | None = None, ready_within: float = 120.0, wait: bool = True
+    tmp: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    ready_within: float = 120.0,
+    wait: bool = True,
+    verbose: bool = False,
 ) -> Iterator[ServeProcess]:
-    """Run ``shortlist serve --port FREE *args`` until the block exits (SIGTERM, then SIGKILL)."""
+    """Run ``shortlist [-v] serve --port FREE *args`` until the block exits (SIGTERM, then SIGKILL)."""
     port = free_port()
     log = tmp / f"serve-{port}.log"
     full_env = dict(os.environ if env is None else env)
     full_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "shortlist.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
+            [
+                sys.executable,
+                "-m",
+                "shortlist.cli",
+                *(["-v"] if verbose else []),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                *args,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             text=True,

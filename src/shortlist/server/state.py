@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from shortlist.config import EXEC_TYPE, RuntimeConfig, load_runtime_config
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["ServiceState", "open_memory_store"]
 
 logger = logging.getLogger("shortlist.server")
+
+# what a selector warms up on when the service has no catalog of that kind
+_WARM_UP_CANDIDATES = (
+    Candidate(id="warm_up_send_email", description="Send an email to a recipient."),
+    Candidate(id="warm_up_weather", description="Get the weather forecast for a city."),
+)
 
 
 def open_memory_store(url: str) -> MemoryStore:
@@ -118,20 +125,37 @@ class ServiceState:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self._hooked = False
+        #: kind -> name of the selector ``/v1/select`` uses for it, once built and warmed
+        self.bound_selectors: dict[str, str] = {}
 
     def start(self) -> None:
-        """Hook the metrics to the library's events and warm the selector on every catalog."""
+        """Build and warm every bound selector, hook the metrics; then the service is ready.
+
+        The selectors ``/v1/select`` uses for tools and for skills are built (options checked,
+        models and indexes loaded) and run once on each catalog, or on a two-item stand-in
+        without one, so the first request pays nothing and ``/readyz`` only says ``ready`` once
+        that is done. A warm-up that fails is logged (WARNING) and start-up goes on: requests
+        then fall back, observably, as they would anyway.
+
+        Raises:
+            ConfigError: a bound selector cannot be built (bad options, missing model, ...).
+        """
         add_event_hook(self.metrics.on_event)
         self._hooked = True
-        for catalog in self.catalogs.values():
-            for kind in ("tool", "skill"):
-                if catalog:
-                    selector = self.shortlist.selector_for(kind)
-                    if selector is not None and not selector.name.startswith("exec"):
-                        try:
-                            selector.select(Query(text="warm up", kind=kind), catalog)
-                        except Exception:  # warming is best effort; a real request reports errors
-                            logger.debug("warm-up of %s failed", selector.name, exc_info=True)
+        started = time.perf_counter()
+        for kind in ("tool", "skill"):
+            selector = self.shortlist.selector_for(kind)  # builds and initialises; ConfigError if it cannot
+            if selector is None:
+                continue
+            self.bound_selectors[kind] = selector.name
+            if selector.name.startswith("exec:"):
+                continue
+            for catalog in [c for c in self.catalogs.values() if c] or [_WARM_UP_CANDIDATES]:
+                try:
+                    selector.select(Query(text="warm up", kind=kind), catalog)
+                except Exception as exc:  # a real request falls back and reports it; start-up goes on
+                    logger.warning("warm-up of selector %s (%s) failed: %s", selector.name, kind, exc)
+        logger.info("selectors built and warmed in %.2f s: %s", time.perf_counter() - started, self.bound_selectors)
         self.ready = True
 
     def selector_names(self) -> tuple[str, ...]:

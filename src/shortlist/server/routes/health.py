@@ -24,11 +24,15 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="Readiness", responses={503: {"description": "Starting or shutting down"}})
 async def readyz(request: Request) -> Any:
-    """``ready`` once catalogs are loaded and selectors warmed; 503 before that and while shutting down."""
+    """``ready`` once catalogs are loaded and the bound selectors built and warmed; 503 before that and at shutdown.
+
+    ``selectors`` names the selector of each kind (``tool``, ``skill``) that is built and warmed.
+    """
     state = state_of(request)
     body = {
         "status": "ready" if state.ready else "not_ready",
         "catalogs": {k: len(v) for k, v in state.catalogs.items()},
+        "selectors": dict(state.bound_selectors),
     }
     return JSONResponse(body, status_code=200 if state.ready else 503)
 

@@ -1,0 +1,75 @@
+"""Start-up of ``shortlist serve`` (issue 12, item 10): slow workers are not killed; ready means ready.
+
+A worker's interpreter is made slow to start (a ``sitecustomize`` on its ``PYTHONPATH`` sleeps in
+``multiprocessing`` spawn children only), which is what a loaded machine or a long GIL-holding
+import does to uvicorn's 5 s health check: before the fix each worker was killed and respawned
+forever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_process import serve_process, wait_ready
+from server_helpers import EXAMPLE_CATALOG
+
+SPAWN_DELAY_S = 8  # past uvicorn's 5 s timeout_worker_healthcheck
+
+SITECUSTOMIZE = """
+import os, sys, time
+if "--multiprocessing-fork" in sys.argv and os.environ.get("SHORTLIST_TEST_SPAWN_DELAY"):
+    time.sleep(float(os.environ["SHORTLIST_TEST_SPAWN_DELAY"]))
+"""
+
+
+@pytest.mark.slow
+def test_workers_slower_to_start_than_the_health_check_are_not_killed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ, SHORTLIST_TEST_SPAWN_DELAY=str(SPAWN_DELAY_S))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    started = time.monotonic()
+    args = ("--workers", "2", "--catalog", f"ex={EXAMPLE_CATALOG}")
+    with serve_process(tmp_path, *args, env=env, ready_within=90, verbose=True) as srv:
+        ready_after = time.monotonic() - started
+        assert ready_after >= SPAWN_DELAY_S  # the delay did apply
+        log = ""
+        for _ in range(300):  # the supervisor reports each worker's start (it polls every 0.5 s)
+            log = srv.log_text()
+            if len(re.findall(r"server\.worker state='started'", log)) == 2:
+                break
+            time.sleep(0.1)
+        assert len(re.findall(r"server\.worker state='started'", log)) == 2, log[-3000:]
+        assert "died" not in log and "unresponsive" not in log and "startup_timeout" not in log, log[-3000:]
+        r = httpx.post(f"{srv.url}/v1/select", json={"query": "send an email", "catalog": "ex"}, timeout=10)
+        assert r.status_code == 200
+
+
+def test_readyz_lists_the_bound_selectors_built_and_warmed_without_a_catalog(tmp_path: Path) -> None:
+    config = tmp_path / "runtime.yaml"
+    config.write_text("spec:\n  selectors:\n    tools: {type: bm25}\n  tool_selector: tools\n")
+    with serve_process(tmp_path, "--config", str(config)) as srv:
+        body = httpx.get(f"{srv.url}/readyz", timeout=10).json()
+    assert body["status"] == "ready"
+    assert body["selectors"] == {"tool": "tools", "skill": "hybrid"}  # skills: the default selector
+
+
+def test_a_bound_selector_that_cannot_be_built_stops_start_up(tmp_path: Path) -> None:
+    # before the fix the service reported ready and every /v1/select answered 400
+    config = tmp_path / "runtime.yaml"
+    spec = {"selectors": {"tools": {"type": "bm25", "options": {"top_kk": 3}}}, "tool_selector": "tools"}
+    config.write_text(json.dumps({"spec": spec}))
+    with serve_process(tmp_path, "--config", str(config), wait=False) as srv:
+        ready = wait_ready(srv.url, srv.proc, 120)
+        code = srv.proc.wait(30) if not ready else None
+        log = srv.log_text()
+    assert not ready, "the service reported ready with a selector it cannot build"
+    assert code not in (None, 0), log
+    assert "top_kk" in log, log[-2000:]
