@@ -254,6 +254,11 @@ class Offer:
         }
 
 
+def _hooks(shortlist: Shortlist, extra: Sequence[EventHook]) -> tuple[EventHook, ...]:
+    """The binding's own hooks (its ``on_event``) and this call's."""
+    return (*shortlist._hooks, *extra)
+
+
 def _check_policy(policy: str) -> OfferPolicy:
     if policy not in OFFER_POLICIES:
         raise ConfigError(f"offer policy must be one of {', '.join(OFFER_POLICIES)}, not {policy!r}")
@@ -344,7 +349,7 @@ def decide_offer(
                 removed=tuple(i for i in state.block if i not in block),
                 prefix_tokens=prefix_tokens,
             ),
-            hooks=tuple(hooks),
+            hooks=_hooks(shortlist, hooks),
         )
     available = set(new_state.available)
     deferred = tuple(c.id for c in eligible if c.id not in available) if search_tool else ()
@@ -387,7 +392,7 @@ def search_tools(
     available = set(state.available)
     pool = tuple(c for c in (shortlist.catalog if candidates is None else candidates) if c.id not in available)
     if not pool or not query.strip() or k <= 0:
-        emit(ToolSearched(query=query, found=(), fallback=None), hooks=tuple(hooks))
+        emit(ToolSearched(query=query, found=(), fallback=None), hooks=_hooks(shortlist, hooks))
         return (), state
     turn = shortlist.select(Query(query, "tool", k), pool, k=k, hooks=hooks)
     fallback = turn.fallback
@@ -396,7 +401,7 @@ def search_tools(
     else:  # never flood the history with the whole catalog: a cheap lexical ranking instead
         from shortlist.selection.lexical import LexicalSelector
 
-        lexical = narrow(LexicalSelector(top_k=k), Query(query, "tool", k), pool, hooks=hooks)
+        lexical = narrow(LexicalSelector(top_k=k), Query(query, "tool", k), pool, hooks=_hooks(shortlist, hooks))
         found = lexical.surfaced[:k]
     if co_usage is not None and found:
         pool_by_id = {c.id: c for c in pool}
@@ -409,8 +414,8 @@ def search_tools(
     else:
         state = replace(state, block=state.block + ids, changes=state.changes + (1 if ids else 0))
         if ids:
-            emit(OfferChanged(policy=policy, reason="search", added=ids), hooks=tuple(hooks))
-    emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=tuple(hooks))
+            emit(OfferChanged(policy=policy, reason="search", added=ids), hooks=_hooks(shortlist, hooks))
+    emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=_hooks(shortlist, hooks))
     return found, state
 
 

@@ -1,0 +1,234 @@
+"""Selection across a conversation: per_turn, stable and deferred offers, search, co-usage, state."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shortlist.errors import ConfigError
+from shortlist.events import Event
+from shortlist.selection import FunctionSelector
+from shortlist.selection.cousage import CoUsage
+from shortlist.selection.facade import Shortlist
+from shortlist.selection.session import (
+    SEARCH_TOOL_NAME,
+    OfferChanged,
+    OfferState,
+    Prices,
+    ToolSearched,
+    ToolSession,
+    decide_offer,
+)
+from shortlist.types import Candidate, Query
+
+CATALOG = tuple(
+    Candidate(i, description=d)
+    for i, d in [
+        ("get_weather", "weather forecast for a city"),
+        ("book_flight", "book a flight"),
+        ("send_email", "send an email"),
+        ("convert_currency", "convert money between currencies"),
+        ("memory__recall", "recall a memory"),
+    ]
+)
+
+
+def by_words(q: Query, cands: Sequence[Candidate]) -> list[str]:
+    """Ids whose description shares a word with the query, best overlap first."""
+    words = set(q.text.lower().split())
+    scored = [(len(words & set(c.description.split())), c.id) for c in cands]
+    return [i for s, i in sorted(scored, key=lambda t: (-t[0], t[1])) if s > 0]
+
+
+def shortlist(events: list[Event] | None = None) -> Shortlist:
+    return Shortlist(
+        CATALOG, selector=FunctionSelector(by_words), on_event=events.append if events is not None else None
+    )
+
+
+def test_per_turn_narrows_every_turn_and_counts_changes() -> None:
+    s = ToolSession(shortlist(), policy="per_turn", k=1)
+    first = s.offer("weather in Oslo")
+    assert first.block == ("get_weather", "memory__recall") and not first.changed and not first.search_tool
+    second = s.offer("book a flight to Rome")
+    assert second.block == ("book_flight", "memory__recall") and second.changed and second.reason == "narrowed"
+    assert s.state.changes == 1 and s.state.turns == 2
+
+
+def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
+    events: list[Event] = []
+    s = ToolSession(shortlist(events), policy="deferred", k=1, search_k=1)
+    first = s.offer("weather in Oslo")
+    assert first.block == ("get_weather", "memory__recall") and first.search_tool
+    assert set(first.deferred) == {"book_flight", "send_email", "convert_currency"}
+    second = s.offer("book a flight to Rome")
+    assert second.block == first.block and not second.changed and second.reason == "unchanged"
+    found = s.search("book a flight")
+    assert [c.id for c in found] == ["book_flight"]
+    assert s.state.block == first.block and s.state.loaded == ("book_flight",)
+    assert "book_flight" in s.state.available
+    third = s.offer("and another flight")
+    assert third.loaded == ("book_flight",) and not third.changed
+    assert [e for e in events if isinstance(e, ToolSearched)][0].found == ("book_flight",)
+    assert not [e for e in events if isinstance(e, OfferChanged)]
+
+
+def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:
+    s = ToolSession(shortlist(), policy="deferred", k=1, prefetch=1)
+    s.offer("weather in Oslo")
+    offer = s.offer("send an email to Ann")
+    assert offer.prefetched == ("send_email",) and offer.loaded == ("send_email",)
+    assert not offer.changed and offer.block == ("get_weather", "memory__recall")
+    again = s.offer("send an email to Bob")
+    assert again.prefetched == ()  # already loaded: nothing new enters the history
+
+
+def test_stable_adds_found_tools_to_the_block_once_and_records_why() -> None:
+    events: list[Event] = []
+    s = ToolSession(shortlist(events), policy="stable", k=1, search_k=1)
+    s.offer("weather in Oslo")
+    big = 50_000  # a long history: re-writing it costs more than the search it saves
+    assert not s.offer("book a flight to Rome", prefix_tokens=big).changed
+    s.search("book a flight")
+    assert s.state.block == ("get_weather", "memory__recall", "book_flight") and s.state.changes == 1
+    changed = [e for e in events if isinstance(e, OfferChanged)]
+    assert [(e.reason, e.added) for e in changed] == [("search", ("book_flight",))]
+
+
+def test_stable_changes_on_a_short_prefix_when_the_top_tool_is_missing() -> None:
+    s = ToolSession(shortlist(), policy="stable", k=1)
+    s.offer("weather in Oslo")
+    offer = s.offer("book a flight to Rome", prefix_tokens=10)
+    assert offer.changed and offer.reason == "worth_changing" and "book_flight" in offer.block
+
+
+def test_prices_rule() -> None:
+    p = Prices()
+    assert p.call(1000, 1000) == pytest.approx(100.0) and p.call(1000, 0) == pytest.approx(1250.0)
+    assert not p.worth_changing(20_000, p_needed=1.0, round_trip_tokens=600)
+    assert p.worth_changing(100, p_needed=1.0, round_trip_tokens=600)
+    assert not p.worth_changing(100, p_needed=0.0, round_trip_tokens=600)
+
+
+def test_state_round_trips_through_json_and_decides_the_same() -> None:
+    a = ToolSession(shortlist(), policy="deferred", k=1, prefetch=1)
+    a.offer("weather in Oslo")
+    a.record_calls(["get_weather"])
+    wire = json.loads(json.dumps(a.state.to_dict()))
+    restored = OfferState.from_dict(wire)
+    assert restored == a.state
+    local = a.offer("send an email")
+    remote = decide_offer(shortlist(), restored, "send an email", policy="deferred", k=1, prefetch=1)
+    mine, theirs = local.to_dict(), remote.to_dict()
+    mine["selection"].pop("elapsed_ms"), theirs["selection"].pop("elapsed_ms")
+    assert theirs == mine
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"block": "get_weather"}, {"block": [1]}, {"turns": -1}, {"changes": True}, {"loaded": None}],
+)
+def test_bad_state_is_a_config_error(bad: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="invalid offer state"):
+        OfferState.from_dict(bad)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigError, match="offer policy"):
+        ToolSession(shortlist(), policy="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        ToolSession(shortlist(), search_k=0)
+    with pytest.raises(ConfigError):
+        ToolSession(shortlist(), prefetch=-1)
+
+
+def test_a_failing_selector_never_floods_the_history_on_search() -> None:
+    def boom(q: Query, c: Sequence[Candidate]) -> list[str]:
+        raise RuntimeError("ranker down")
+
+    events: list[Event] = []
+    s = ToolSession(
+        Shortlist(CATALOG, selector=FunctionSelector(boom), on_event=events.append), policy="deferred", search_k=2
+    )
+    first = s.offer("weather")
+    assert first.reason == "fallback:error" and len(first.block) == len(CATALOG)  # first turn: all eligible
+    s2 = ToolSession(Shortlist(CATALOG, selector=FunctionSelector(boom)), policy="deferred", search_k=2)
+    s2.state = OfferState(block=("memory__recall",), turns=1)
+    found = s2.search("convert money between currencies")
+    assert [c.id for c in found][:1] == ["convert_currency"] and len(found) <= 2
+
+
+def test_co_usage_proposes_companions_learned_from_calls() -> None:
+    co = CoUsage(min_count=2, min_ratio=0.5, limit=2)
+    for _ in range(3):
+        co.observe(["start_engine", "press_brake"])
+    co.observe(["start_engine"])
+    co.observe(["get_weather", "book_flight"])  # seen once: below min_count
+    assert co.companions(["start_engine"]) == ["press_brake"]
+    assert co.companions(["press_brake"]) == ["start_engine"]
+    assert co.companions(["get_weather"]) == []
+    assert co.companions(["start_engine"], exclude=["press_brake"]) == []
+    with pytest.raises(ValueError):
+        CoUsage(min_ratio=0)
+
+
+def test_search_brings_co_used_tools_along() -> None:
+    co = CoUsage(min_count=1)
+    co.observe(["book_flight", "convert_currency"])
+    s = ToolSession(shortlist(), policy="deferred", k=1, search_k=1, co_usage=co)
+    s.offer("weather in Oslo")
+    found = s.search("book a flight")
+    assert [c.id for c in found] == ["book_flight", "convert_currency"]
+    s.record_calls(["book_flight", "send_email"])
+    assert "send_email" in co.companions(["book_flight"])
+    assert s.state.called == ("book_flight", "send_email")
+
+
+def test_search_tool_name_is_reserved_outside_the_catalog() -> None:
+    assert SEARCH_TOOL_NAME not in {c.id for c in CATALOG}
+
+
+def test_conversation_eval_on_a_tiny_dataset(tmp_path: Path) -> None:
+    from shortlist.eval.conversations import run_conversation_eval
+
+    data = Path(__file__).parents[1] / "data" / "conv_tiny"
+    catalog = tuple(
+        Candidate(d["id"], description=d["description"], metadata=d["metadata"])
+        for d in map(json.loads, (data / "tools.jsonl").read_text().splitlines())
+    )
+    sl = Shortlist(catalog, selector=FunctionSelector(by_words))
+
+    def make(policy: Any, co: CoUsage | None) -> ToolSession:
+        return ToolSession(sl, policy=policy, k=2, search_k=2, prefetch=2 if policy == "deferred" else 0, co_usage=co)
+
+    report = run_conversation_eval(data, make, histories=(0, 5000), progress=False)
+    assert report["conversations"] == 3 and report["turns"] == 7
+    rows = report["strategies"]
+    assert set(rows) == {"all", "per_turn", "stable", "deferred"}
+    assert rows["all"]["complete_turns"] == 1.0 and rows["all"]["tool_block_changes"] == 0
+    assert rows["deferred"]["tool_block_changes"] == 0
+    assert rows["per_turn"]["model_calls_per_turn"] == 1.0
+    for row in rows.values():
+        assert row["cost"]["5000"] > row["cost"]["0"] > 0
+    # all tools: every call after the first of a conversation reads its prefix from the cache
+    assert rows["all"]["cost"]["0"] < 1.25 * report["catalog_tokens"] * 3 + 5000
+
+
+def test_conversation_eval_bad_input(tmp_path: Path) -> None:
+    from shortlist.errors import CatalogError
+    from shortlist.eval.conversations import load_conversations, run_conversation_eval
+
+    bad = tmp_path / "conversations.jsonl"
+    bad.write_text('{"cid": "x", "turns": [{"user": "hi", "calls": [{"name": "nope"}]}]}\n')
+    with pytest.raises(CatalogError, match="nope"):
+        load_conversations(bad, ["cd"])
+    bad.write_text("not json\n")
+    with pytest.raises(CatalogError, match="not a conversation"):
+        load_conversations(bad)
+    data = Path(__file__).parents[1] / "data" / "conv_tiny"
+    with pytest.raises(ConfigError, match="unknown strategy"):
+        run_conversation_eval(data, lambda p, c: ToolSession(shortlist()), strategies=["sometimes"], progress=False)
