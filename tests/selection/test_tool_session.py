@@ -73,7 +73,7 @@ def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
     assert "book_flight" in s.state.available
     third = s.offer("and another flight")
     assert third.loaded == ("book_flight",) and not third.changed
-    assert [e for e in events if isinstance(e, ToolSearched)][0].found == ("book_flight",)
+    assert next(e for e in events if isinstance(e, ToolSearched)).found == ("book_flight",)
     assert not [e for e in events if isinstance(e, OfferChanged)]
 
 
