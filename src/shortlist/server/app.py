@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from shortlist.server.errors import install_error_handlers
 from shortlist.server.middleware import ServiceMiddleware
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import health, interop, memory, reduce, retrieve, select, selectors
+from shortlist.server.routes import health, interop, memory, offer, reduce, retrieve, select, selectors
 from shortlist.server.settings import ServerSettings
 from shortlist.server.state import ServiceState
 
@@ -61,6 +61,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (413, "Body, candidate or text count over the server's limit"),
         (422, "Invalid request"),
         (503, "A shared store (the memory database) is unavailable; retry"),
+        (507, "The memory store is out of space (full disk); nothing was written"),
         (504, "Not answered within the request timeout"),
     )
 }
@@ -108,7 +109,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (select, selectors, retrieve, reduce, memory, interop, health):
+    for module in (select, offer, selectors, retrieve, reduce, memory, interop, health):
         app.include_router(module.router)
     app.add_middleware(ServiceMiddleware, max_body_bytes=settings.max_body_bytes, timeout_s=settings.request_timeout_s)
     return app

@@ -1,0 +1,242 @@
+"""``POST /v1/offer`` and ``POST /v1/offer/search``: a conversation's tool offer, without server-side state.
+
+The client carries the conversation's :class:`~shortlist.selection.session.OfferState` (the
+``state`` of the previous answer) and sends it back with the next turn; the answer is a pure
+function of the request (:func:`~shortlist.selection.session.decide_offer`,
+:func:`~shortlist.selection.session.search_tools`), so any replica behind a load balancer
+answers the same. Both routes narrow through the service's :class:`~shortlist.Shortlist`
+(pins, policy, event hooks, breaker-wrapped external selectors), as ``/v1/select`` does.
+
+A ``state`` that is not an offer state, or that names tools the catalog does not hold (a
+state made for another catalog), answers ``400 invalid_state`` and says which field is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from shortlist.events import Event
+from shortlist.selection.session import OfferState, ToolSearched, decide_offer, search_tools
+from shortlist.server.auth import require_key
+from shortlist.server.errors import ApiError
+from shortlist.server.responses import FastJSONResponse
+from shortlist.server.routes import JsonInt, state_of
+from shortlist.server.routes.reduce import ChatMessage
+from shortlist.server.routes.select import MAX_CANDIDATES, CandidateIn, SelectResponse, binding, resolve_candidates
+from shortlist.types import Candidate
+
+__all__ = [
+    "FoundTool",
+    "OfferRequest",
+    "OfferResponse",
+    "OfferStateIn",
+    "SearchRequest",
+    "SearchResponse",
+    "router",
+]
+
+router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
+
+#: The most characters of a query text (a turn's latest message is what is ranked).
+MAX_QUERY_CHARS = 100_000
+#: The most messages of a conversation in one request.
+MAX_MESSAGES = 10_000
+#: The most tools one search returns.
+MAX_SEARCH_K = 50
+
+Policy = Literal["per_turn", "stable", "deferred"]
+_Id = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class OfferStateIn(BaseModel):
+    """The JSON form of an offer state (what the previous answer's ``state`` holds)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    block: list[_Id] = Field(default_factory=list, max_length=MAX_CANDIDATES, description="Ids in the tools block.")
+    loaded: list[_Id] = Field(
+        default_factory=list, max_length=MAX_CANDIDATES, description="Ids loaded into the history by searches."
+    )
+    called: list[_Id] = Field(default_factory=list, max_length=MAX_CANDIDATES, description="Ids the model called.")
+    turns: JsonInt = Field(default=0, ge=0, le=1_000_000_000, description="Turns decided so far.")
+    changes: JsonInt = Field(default=0, ge=0, le=1_000_000_000, description="Tools-block changes after turn 1.")
+
+
+_STATE_FIELD: Any = Field(  # validated by the route, so a bad state is a 400 that names the field
+    default=None,
+    description="The previous answer's `state` (absent or null on the first turn).",
+    json_schema_extra={"anyOf": [OfferStateIn.model_json_schema(), {"type": "null"}]},
+)
+
+
+_ONE_SOURCE: dict[str, Any] = {  # exactly one of the two sources
+    "oneOf": [
+        {"required": ["candidates"], "properties": {"candidates": {"type": "array"}}},
+        {"required": ["catalog"], "properties": {"catalog": {"type": "string"}}},
+    ]
+}
+_ONE_QUERY: dict[str, Any] = {  # exactly one of the two forms of the turn
+    "oneOf": [
+        {"required": ["messages"], "properties": {"messages": {"type": "array"}}},
+        {"required": ["query"], "properties": {"query": {"type": "string"}}},
+    ]
+}
+
+
+class _Source(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_ONE_SOURCE)
+
+    catalog: str | None = Field(default=None, description="Name of a catalog loaded at start-up.")
+    candidates: list[CandidateIn] | None = Field(
+        default=None, max_length=MAX_CANDIDATES, description="Inline candidates (instead of a catalog)."
+    )
+    selector: str | None = Field(default=None, description="A selector name known to the server (default: its own).")
+    policy: Policy = Field(default="deferred", description="`per_turn`, `stable` or `deferred`.")
+
+
+class OfferRequest(_Source):
+    """One turn of a conversation: its messages (or the query text), the policy and the previous state."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"allOf": [_ONE_SOURCE, _ONE_QUERY]})
+
+    messages: list[ChatMessage] | None = Field(
+        default=None, max_length=MAX_MESSAGES, description="OpenAI chat messages; the latest user message is ranked."
+    )
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="The turn's text (or messages).")
+    k: JsonInt = Field(default=5, ge=0, le=10_000, description="Tools ranked into the block besides pins.")
+    prefetch: JsonInt = Field(default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: top tools loaded now.")
+    prefix_tokens: JsonInt = Field(
+        default=0, ge=0, le=100_000_000, description="Tokens behind the tools block (`stable`'s change rule)."
+    )
+    state: Any = _STATE_FIELD
+
+
+class SearchRequest(_Source):
+    """The model's in-turn search for tools it was not offered."""
+
+    query: str = Field(max_length=MAX_QUERY_CHARS, description="What the model is looking for.")
+    k: JsonInt = Field(default=5, ge=1, le=MAX_SEARCH_K, description="Most tools returned.")
+    state: Any = _STATE_FIELD
+
+
+class OfferResponse(BaseModel):
+    """One turn's offer (``Offer.to_dict()``); send ``state`` back with the next turn."""
+
+    policy: str
+    block: list[str] = Field(description="Ids in the tools block this turn, pins included, in order.")
+    loaded: list[str] = Field(description="Ids already loaded into the history by earlier searches.")
+    deferred: list[str] = Field(description="Ids reachable only through the search tool this turn.")
+    search_tool: bool
+    changed: bool = Field(description="The tools block differs from the previous turn's.")
+    reason: str
+    selection: SelectResponse | None
+    prefetched: list[str]
+    state: OfferStateIn
+
+
+class FoundTool(BaseModel):
+    """A tool a search found, with its definition."""
+
+    id: str
+    name: str
+    description: str
+    parameters: dict[str, Any] | None
+
+
+class SearchResponse(BaseModel):
+    """The tools found (now available to the model) and the state to send next."""
+
+    tools: list[FoundTool]
+    fallback: str | None = Field(description="Why the bound selector was not used (a lexical ranking was), or null.")
+    state: OfferStateIn
+
+
+def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
+    """Validate the client's state: its shape (strict) and that its tools are in the catalog.
+
+    Raises:
+        ApiError: 400 ``invalid_state``.
+    """
+    if raw is None:
+        return OfferState()
+    if not isinstance(raw, dict):
+        raise ApiError(400, "invalid_state", "state must be the JSON object of the previous answer's 'state', or null")
+    try:
+        parsed = OfferStateIn.model_validate(raw)
+    except ValidationError as exc:  # name the fields, never echo the values
+        where = "; ".join(f"state.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise ApiError(400, "invalid_state", f"not an offer state ({where})") from None
+    ids = {c.id for c in eligible}
+    for name in ("block", "loaded"):
+        unknown = [i for i in getattr(parsed, name) if i not in ids]
+        if unknown:
+            shown = ", ".join(repr(i) for i in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            raise ApiError(
+                400,
+                "invalid_state",
+                f"state.{name} names {len(unknown)} tool(s) this catalog does not hold ({shown}); "
+                "send the state this catalog's previous answer returned",
+            )
+    return OfferState(
+        block=tuple(parsed.block),
+        loaded=tuple(parsed.loaded),
+        called=tuple(parsed.called),
+        turns=parsed.turns,
+        changes=parsed.changes,
+    )
+
+
+@router.post("/v1/offer", response_model=OfferResponse, summary="Decide a conversation's tool offer for one turn")
+async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
+    """Decide this turn's tools block (and what stays deferred) from the previous turn's ``state``."""
+    service = state_of(request)
+    if (body.messages is None) == (body.query is None):
+        raise ApiError(422, "invalid_request", "give exactly one of 'messages' or 'query'")
+    candidates = resolve_candidates(service, body.catalog, body.candidates)
+    sl = binding(service, body.selector)
+    state = _offer_state(body.state, candidates)
+    query: str | list[dict[str, Any]] = (
+        body.query if body.query is not None else [m.model_dump(exclude_none=True) for m in body.messages or []]
+    )
+    decided = await asyncio.to_thread(  # the selection thread pool; context-scoped hooks come along
+        decide_offer,
+        sl,
+        state,
+        query,
+        policy=body.policy,
+        candidates=candidates,
+        k=body.k,
+        prefix_tokens=body.prefix_tokens,
+        prefetch=body.prefetch,
+    )
+    if decided.selection is not None:
+        service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
+    return FastJSONResponse(decided.to_dict())
+
+
+@router.post(
+    "/v1/offer/search", response_model=SearchResponse, summary="Search the tools a conversation was not offered"
+)
+async def search(body: SearchRequest, request: Request) -> FastJSONResponse:
+    """The in-turn escape hatch: rank the tools the model cannot call yet; they become available."""
+    service = state_of(request)
+    candidates = resolve_candidates(service, body.catalog, body.candidates)
+    sl = binding(service, body.selector)
+    state = _offer_state(body.state, candidates)
+    searched: list[ToolSearched] = []
+
+    def keep(event: Event) -> None:
+        if isinstance(event, ToolSearched):
+            searched.append(event)
+
+    found, new_state = await asyncio.to_thread(
+        search_tools, sl, state, body.query, policy=body.policy, candidates=candidates, k=body.k, hooks=(keep,)
+    )
+    tools = [{"id": c.id, "name": c.name, "description": c.description, "parameters": c.parameters} for c in found]
+    fallback = searched[-1].fallback if searched else None
+    return FastJSONResponse({"tools": tools, "fallback": fallback, "state": new_state.to_dict()})

@@ -1,0 +1,241 @@
+"""``/v1/offer`` and ``/v1/offer/search`` over real HTTP: stateless, so any replica answers the same."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import EXAMPLE_CATALOG
+
+from shortlist.events import Event, add_event_hook, remove_event_hook
+from shortlist.selection.facade import Shortlist
+from shortlist.selection.session import OfferPolicy, OfferState, ToolSession
+
+CATALOGS = {"example": str(EXAMPLE_CATALOG)}
+
+#: One conversation: each turn's user message, and what the model searches for after it (or None).
+SCRIPT: list[tuple[str, str | None]] = [
+    ("what is the weather forecast in Paris tomorrow", "send an email message to a recipient"),
+    ("and the air quality there?", None),
+    ("book a hotel room in Rome for two nights", "translate text to another language"),
+    ("now send the booking to alice by email", None),
+]
+
+
+def _without_timing(offer: dict[str, Any]) -> dict[str, Any]:
+    out = dict(offer)
+    if out.get("selection") is not None:
+        out["selection"] = {k: v for k, v in out["selection"].items() if k != "elapsed_ms"}
+    return out
+
+
+@pytest.mark.parametrize("policy", ["per_turn", "stable", "deferred"])
+def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factory: Any, policy: OfferPolicy) -> None:
+    local = ToolSession(
+        Shortlist(str(EXAMPLE_CATALOG), selector="bm25"),
+        policy=policy,
+        k=3,
+        search_k=2,
+        prefetch=1,
+    )
+    with (
+        server_factory(catalogs=CATALOGS, selector="bm25") as a,
+        server_factory(catalogs=CATALOGS, selector="bm25") as b,
+        a.client() as ca,
+        b.client() as cb,
+    ):
+        replicas = [ca, cb]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a travel assistant."}]
+        state: dict[str, Any] | None = None
+        calls = 0
+        for turn, (text, search) in enumerate(SCRIPT):
+            messages.append({"role": "user", "content": text})
+            prefix = 400 * (turn + 1)
+            body = {
+                "catalog": "example",
+                "messages": messages,
+                "policy": policy,
+                "k": 3,
+                "prefetch": 1,
+                "prefix_tokens": prefix,
+                "state": state,
+            }
+            r = replicas[calls % 2].post("/v1/offer", json=body)
+            calls += 1
+            assert r.status_code == 200, r.text
+            answer = r.json()
+            expected = local.offer(messages, prefix_tokens=prefix).to_dict()
+            assert _without_timing(answer) == _without_timing(expected)
+            state = answer["state"]
+            if search is not None:
+                r = replicas[calls % 2].post(
+                    "/v1/offer/search",
+                    json={"catalog": "example", "query": search, "policy": policy, "k": 2, "state": state},
+                )
+                calls += 1
+                assert r.status_code == 200, r.text
+                found = r.json()
+                local_found = local.search(search, k=2)
+                assert [t["id"] for t in found["tools"]] == [c.id for c in local_found]
+                assert found["state"] == local.state.to_dict()
+                state = found["state"]
+            messages.append({"role": "assistant", "content": f"done with turn {turn}"})
+        assert OfferState.from_dict(state).turns == len(SCRIPT)
+
+
+def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_factory: Any) -> None:
+    with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+        first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris", "k": 2}).json()
+        assert first["policy"] == "deferred" and first["search_tool"] is True and first["reason"] == "first_turn"
+        assert "get_weather_forecast" in first["block"] and "memory__recall" in first["block"]  # pinned
+        assert "send_email" in first["deferred"]
+        found = c.post(
+            "/v1/offer/search",
+            json={"catalog": "example", "query": "send an email", "k": 1, "state": first["state"]},
+        ).json()
+        assert [t["id"] for t in found["tools"]] == ["send_email"] and found["fallback"] is None
+        tool = found["tools"][0]
+        assert tool["name"] == "send_email" and "email" in tool["description"]
+        assert tool["parameters"]["type"] == "object"
+        assert found["state"]["loaded"] == ["send_email"] and found["state"]["block"] == first["state"]["block"]
+        nxt = c.post(
+            "/v1/offer", json={"catalog": "example", "query": "thanks", "state": found["state"], "k": 2}
+        ).json()
+        assert nxt["changed"] is False and nxt["loaded"] == ["send_email"] and "send_email" not in nxt["deferred"]
+        again = c.post(  # what is already available is never found again
+            "/v1/offer/search",
+            json={"catalog": "example", "query": "send an email", "k": 1, "state": nxt["state"]},
+        ).json()
+        assert "send_email" not in [t["id"] for t in again["tools"]]
+        stable = c.post(
+            "/v1/offer/search",
+            json={"catalog": "example", "query": "send an email", "policy": "stable", "k": 1, "state": first["state"]},
+        ).json()
+        assert stable["state"]["block"] == [*first["state"]["block"], "send_email"]
+        assert stable["state"]["changes"] == 1
+
+
+def test_offer_events_reach_the_hooks_and_the_metrics(server_factory: Any) -> None:
+    events: list[Event] = []
+    add_event_hook(events.append)
+    try:
+        with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+            first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris"}).json()
+            c.post(
+                "/v1/offer/search",
+                json={"catalog": "example", "query": "send an email", "policy": "stable", "state": first["state"]},
+            )
+            empty = c.post("/v1/offer", json={"catalog": "example", "query": "", "policy": "per_turn"}).json()
+            assert empty["reason"] == "fallback:empty_query"
+            metrics = c.get("/metrics").text
+    finally:
+        remove_event_hook(events.append)
+    names = [e.name for e in events]
+    searched = [e for e in events if e.name == "selection.tool_searched"]
+    assert searched and "send_email" in searched[-1].found  # type: ignore[attr-defined]
+    assert "selection.offer_changed" in names and "selection.fallback" in names
+    assert 'shortlist_http_requests_total{method="POST",route="/v1/offer",status="200"} 2.0' in metrics
+    assert 'shortlist_selections_total{kind="tool",outcome="narrowed",selector="bm25"}' in metrics
+    assert 'shortlist_selection_fallbacks_total{reason="empty_query",selector="bm25"} 1.0' in metrics
+
+
+def test_messages_and_query_text_decide_the_same(server_factory: Any) -> None:
+    with server_factory(catalogs=CATALOGS) as srv, srv.client() as c:
+        text = "send an email to bob about the invoice"
+        by_text = c.post("/v1/offer", json={"catalog": "example", "query": text, "policy": "per_turn"}).json()
+        by_messages = c.post(
+            "/v1/offer",
+            json={
+                "catalog": "example",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                    {"role": "user", "content": text},
+                ],
+                "policy": "per_turn",
+            },
+        ).json()
+        assert by_text["block"] == by_messages["block"] and "send_email" in by_text["block"]
+        inline = c.post(
+            "/v1/offer",
+            json={
+                "candidates": [{"id": "a", "description": "send an email"}, {"id": "b", "description": "weather"}],
+                "query": "email",
+                "k": 1,
+                "selector": "lexical",
+            },
+        ).json()
+        assert inline["block"] == ["a"] and inline["deferred"] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("state", "says"),
+    [
+        ({"block": ["no_such_tool"]}, "state.block names 1 tool(s) this catalog does not hold ('no_such_tool')"),
+        ({"loaded": ["send_email", "x", "y"]}, "state.loaded names 2 tool(s)"),
+        ({"block": "send_email"}, "state.block"),
+        ({"turns": -1}, "state.turns"),
+        ({"turns": True}, "state.turns"),
+        ({"block": [1]}, "state.block.0"),
+        ({"surprise": 1}, "state.surprise"),
+        (["send_email"], "state must be the JSON object"),
+        ("abc", "state must be the JSON object"),
+    ],
+)
+def test_a_bad_state_answers_400_with_the_field(server_factory: Any, state: Any, says: str) -> None:
+    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+        for path in ("/v1/offer", "/v1/offer/search"):
+            r = c.post(path, json={"catalog": "example", "query": "email", "state": state})
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["code"] == "invalid_state" and says in r.json()["error"]["message"]
+
+
+def test_offer_requests_are_validated_strictly(server_factory: Any) -> None:
+    with server_factory(catalogs=CATALOGS, max_candidates=3) as srv, srv.client() as c:
+        base = {"catalog": "example", "query": "email"}
+        for bad in (
+            {**base, "policy": "sometimes"},
+            {**base, "k": -1},
+            {**base, "k": "3"},
+            {**base, "prefetch": 51},
+            {**base, "prefix_tokens": -5},
+            {**base, "messages": [{"role": "user", "content": "x"}]},  # both query and messages
+            {"catalog": "example"},  # neither
+            {**base, "unexpected": 1},
+            {**base, "candidates": [{"id": "a"}]},  # both sources
+        ):
+            r = c.post("/v1/offer", json=bad)
+            assert r.status_code == 422, (bad, r.text)
+        assert c.post("/v1/offer/search", json={**base, "k": 0}).status_code == 422
+        assert c.post("/v1/offer/search", json={**base, "k": 51}).status_code == 422
+        assert c.post("/v1/offer/search", json={"catalog": "example"}).status_code == 422
+        r = c.post("/v1/offer", json={**base, "catalog": "nope"})
+        assert r.status_code == 404 and "example" in r.json()["error"]["message"]
+        r = c.post("/v1/offer", json={**base, "selector": "exec:touch /tmp/pwned"})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_selector"
+        many = [{"id": f"t{i}"} for i in range(4)]
+        r = c.post("/v1/offer/search", json={"candidates": many, "query": "x"})
+        assert r.status_code == 413 and r.json()["error"]["code"] == "too_many_candidates"
+        doc = c.get("/openapi.json").json()
+        assert "/v1/offer" in doc["paths"] and "/v1/offer/search" in doc["paths"]
+
+
+def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path, server_factory: Any) -> None:
+    behave = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
+    config = tmp_path / "runtime.yaml"
+    config.write_text(
+        f"spec:\n  selectors:\n    broken:\n      command: {sys.executable}\n      args: [{str(behave)!r}, nonzero]\n"
+    )
+    with server_factory(config_path=str(config), catalogs=CATALOGS) as srv, srv.client() as c:
+        body = {"catalog": "example", "query": "weather in Paris", "selector": "broken", "policy": "per_turn"}
+        reasons = [c.post("/v1/offer", json=body).json()["reason"] for _ in range(4)]
+        assert reasons[0].startswith("fallback:") and len(set(reasons)) == 1  # every turn still answers
+        metrics = c.get("/metrics").text
+        assert 'shortlist_circuit_breaker_changes_total{selector="broken",state="open"} 1.0' in metrics
+        found = c.post(
+            "/v1/offer/search", json={"catalog": "example", "query": "weather forecast", "selector": "broken", "k": 2}
+        ).json()
+        assert found["fallback"] is not None  # ranked lexically instead, never the whole catalog
+        assert found["tools"][0]["id"] == "get_weather_forecast" and len(found["tools"]) == 2
