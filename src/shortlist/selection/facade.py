@@ -21,13 +21,15 @@ from shortlist.selection.narrowing import (
     PinPolicy,
     TurnSelection,
     anarrow,
+    expand_tool_patterns,
+    live_tool_policy,
     narrow,
 )
 from shortlist.selection.query import last_user_text
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
 from shortlist.types import Candidate, Query
 
-__all__ = ["DEFAULT", "Shortlist", "policy_from_config"]
+__all__ = ["DEFAULT", "Shortlist", "expand_tool_patterns", "policy_from_config"]
 
 
 class _Default:
@@ -37,6 +39,7 @@ class _Default:
 
 #: Use the config's binding for the kind, else the built-in default selector.
 DEFAULT: Any = _Default()
+_INHERIT: Any = _Default()
 
 
 def policy_from_config(config: RuntimeConfig) -> NarrowingPolicy:
@@ -92,6 +95,7 @@ class Shortlist:
             catalog = load_catalog(catalog)
         self.catalog: tuple[Candidate, ...] = tuple(catalog or ())
         self._selector_arg = selector
+        self._owns_registry = True
 
     def selector_for(self, kind: str) -> Selector | None:
         """The selector used for ``kind`` (resolved and initialised on first use)."""
@@ -102,6 +106,39 @@ class Shortlist:
             return self.registry.get(arg)
         bound = self.registry.skills_selector() if kind == "skill" else self.registry.tool_selector()
         return bound or self.registry.get(DEFAULT_SELECTOR)
+
+    def tool_policy(self) -> NarrowingPolicy:
+        """This binding's policy for tools of live sources (runtime, MCP proxy, service).
+
+        Live MCP tools are narrowed like any tool; only wildcard entries (``mcp__srv__*``) pin
+        a server's tools (see :func:`~shortlist.selection.narrowing.live_tool_policy`).
+        """
+        return live_tool_policy(self.policy)
+
+    def derive(
+        self,
+        *,
+        selector: Selector | str | None = _INHERIT,
+        policy: NarrowingPolicy | None = None,
+        kind: str | None = None,
+        catalog: Sequence[Candidate] | None = None,
+    ) -> Shortlist:
+        """A sibling binding over the same config and selector registry (nothing is re-initialised).
+
+        Unset arguments are inherited. The runtime binds its tool and skill selectors this way:
+        one registry, so a selector named twice is built once. Closing the sibling closes
+        nothing; close the parent.
+        """
+        twin = object.__new__(Shortlist)
+        twin.config = self.config
+        twin.registry = self.registry
+        twin.policy = policy or self.policy
+        twin.kind = kind or self.kind
+        twin._hooks = self._hooks
+        twin.catalog = tuple(self.catalog if catalog is None else catalog)
+        twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
+        twin._owns_registry = False
+        return twin
 
     def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
         if isinstance(query, Query):
@@ -162,7 +199,8 @@ class Shortlist:
 
     def close(self) -> None:
         """Close the selectors this object built (external processes, connections)."""
-        self.registry.close()
+        if self._owns_registry:
+            self.registry.close()
 
     def __enter__(self) -> Shortlist:
         return self

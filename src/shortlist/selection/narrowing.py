@@ -24,8 +24,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -41,7 +41,9 @@ __all__ = [
     "PinPolicy",
     "TurnSelection",
     "anarrow",
+    "expand_tool_patterns",
     "is_wildcard",
+    "live_tool_policy",
     "narrow",
 ]
 
@@ -124,6 +126,37 @@ class NarrowingPolicy:
             raise ValueError(f"on_abstain must be 'all' or 'pins', got {self.on_abstain!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive or None")
+
+
+def live_tool_policy(base: NarrowingPolicy | None = None) -> NarrowingPolicy:
+    """``base`` as the policy for tools of live sources (runtime, MCP proxy, service).
+
+    Tools of live MCP servers are narrowed like any tool, so ``mcp`` is removed from the pinned
+    namespaces; only wildcard entries (``mcp__srv__*``) pin a server's tools, as a set
+    (``pin_wildcards=True`` is forced).
+    """
+    base = base or NarrowingPolicy()
+    namespaces = tuple(n for n in base.pins.namespaces if n != "mcp")
+    return replace(base, pins=replace(base.pins, namespaces=namespaces, pin_wildcards=True))
+
+
+def expand_tool_patterns(entries: Iterable[str], tools: Iterable[str]) -> list[str]:
+    """Expand ``allowed_tools``-style ``entries`` against the concrete ``tools``.
+
+    A wildcard entry (``mcp__git__*``) becomes every matching tool, as a set (sorted by name); a
+    plain entry is kept when it is one of ``tools``. The result keeps the entries' order without
+    duplicates.
+    """
+    known = list(dict.fromkeys(tools))
+    known_set = set(known)
+    out: dict[str, None] = {}
+    for entry in entries:
+        if is_wildcard(entry):
+            for t in sorted(t for t in known if fnmatch.fnmatchcase(t, entry)):
+                out[t] = None
+        elif entry in known_set:
+            out[entry] = None
+    return list(out)
 
 
 _ID = attrgetter("id")
