@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from shortlist.runtime.formats import ToolDef
-from shortlist.selection.narrowing import TurnSelection, is_wildcard
+from shortlist.selection.narrowing import TurnSelection, expand_tool_patterns
 from shortlist.types import Candidate
+
+if TYPE_CHECKING:
+    from shortlist.mcp import MCPClient
+    from shortlist.memory import MemoryTools
+    from shortlist.runtime.conversation import Pack
+    from shortlist.skills import SkillsCapability
 
 __all__ = ["Capabilities"]
 
@@ -26,15 +32,17 @@ def _tool_def(c: Candidate) -> ToolDef:
 class Capabilities:
     """Memory tools, skills and MCP tool sources of one conversation."""
 
-    def __init__(self, pack: Any) -> None:
+    def __init__(self, pack: Pack) -> None:
         self.pack = pack
-        self.memory_tools: Any = None
+        self.memory_tools: MemoryTools | None = None
         if pack.memory is not None:
             from shortlist.memory import MemoryTools
 
             self.memory_tools = MemoryTools(pack.memory, pack.scope, enabled=pack.memory_tools)
-        self.skills: Any = None
-        self.mcp: Any = None
+        self.skills: SkillsCapability | None = None
+        self.mcp: MCPClient | None = None
+        #: times the MCP servers were started (once per conversation)
+        self.mcp_starts = 0
         self._mcp_tools: dict[str, Candidate] = {}
         self._skill_candidates: tuple[Candidate, ...] | None = None
         self._started = False
@@ -51,6 +59,7 @@ class Capabilities:
                 specs = [parse_server_arg(f"{name}={target}") for name, target in self.pack.mcp_servers.items()]
                 self.mcp = MCPClient(specs)
                 await self.mcp.start()
+                self.mcp_starts += 1
                 self._mcp_tools = {c.id: c for c in await self.mcp.list_candidates()}
             if self.pack.skills:
                 from shortlist.skills import SkillsCapability, load_skill_set
@@ -76,13 +85,13 @@ class Capabilities:
         """The tools of the pack's live MCP servers, named ``mcp__<server>__<tool>``."""
         return list(self._mcp_tools.values())
 
-    def expand(self, name: str, host_tools: Mapping[str, Any]) -> list[str]:
-        """The tool names an entry stands for (a wildcard expands to its tools, sorted)."""
-        if not is_wildcard(name):
-            return [name]
-        from fnmatch import fnmatchcase
+    def expand(self, entries: Iterable[str], host_tools: Iterable[str]) -> list[str]:
+        """The concrete tool names ``entries`` stand for (wildcards expanded, unknown names dropped).
 
-        return sorted(t for t in [*host_tools, *self._mcp_tools] if fnmatchcase(t, name))
+        One rule for the runtime, the MCP proxy and the service:
+        :func:`~shortlist.selection.narrowing.expand_tool_patterns`.
+        """
+        return expand_tool_patterns(entries, [*host_tools, *self._mcp_tools])
 
     def mcp_tool_def(self, name: str) -> ToolDef | None:
         """The definition of an MCP tool by prefixed name, or None."""

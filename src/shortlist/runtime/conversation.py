@@ -1,40 +1,95 @@
 """The per-turn runtime: a ``Conversation`` composes every selection on each ``send``.
 
-A turn: (1) narrow the skill index and the tools with the bound selectors, once, with
-this turn's query; (2) retrieve grounding and memories *before* rendering the system
-prompt; (3) reduce the history to its budget; (4) build the request in OpenAI or
-Anthropic format; (5) call the model and execute its tool calls (``memory__*`` and
+A turn: (1) narrow the skill index and decide the turn's tool *offer* with the
+conversation's :class:`~shortlist.selection.session.ToolSession` (``per_turn``, ``stable`` or
+``deferred``; deferred tools the ranking expects are *prefetched* into the history as a
+synthetic ``find_tools`` call and result, with no model call); (2) retrieve grounding and
+memories *before* rendering the system prompt; (3) reduce the history to its budget; (4)
+build the request in OpenAI or Anthropic format, with the provider's deferred loading and
+cache breakpoints (``runtime/formats.py``); (5) call the model and execute its tool calls
+(``find_tools`` by the session's search, ranked by the bound selector; ``memory__*`` and
 ``skill__*`` by the runtime, host tools by their functions, MCP tools by their server),
-looping until it answers or the round limit; (6) return the answer and a turn report.
-A selector, retriever or reducer failure is an event, never a failed turn.
+looping until it answers or the round limit; (6) return the answer and a turn report. A
+selector, retriever, reducer or feedback-log failure is an event, never a failed turn.
+
+**The default offer policy** is ``deferred`` for ``format="anthropic"`` (the tools block never
+changes, so the cached prefix survives every turn; found tools enter the history through
+``defer_loading`` + ``tool_reference``) and ``stable`` for ``format="openai"``: chat
+completions can only call tools listed in the request's tools array and has no deferred
+loading, so found tools must join that array, and ``stable`` changes it only when a search
+found a tool the turn needs (once, recorded as an ``OfferChanged`` event). Both measured
+cheaper than ``per_turn`` and than all tools in the conversation replay
+(``shortlist.eval.conversations``).
+
+**One event loop per conversation.** :meth:`Conversation.send` and :meth:`Conversation.asend`
+run every turn on the conversation's own event loop, in a dedicated thread started by the
+first turn and stopped by :meth:`~Conversation.close` / :meth:`~Conversation.aclose`, so MCP
+servers start once per conversation and two threads may call ``send()`` on one conversation
+(their turns run one after the other).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import json
+import logging
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from shortlist.config import RuntimeConfig, load_runtime_config
+from shortlist.config import RuntimeConfig
 from shortlist.errors import ConfigError
 from shortlist.events import Event, EventHook, emit, event_hooks
-from shortlist.runtime.formats import Format, ModelTurn, ToolDef, build_request, parse_response
+from shortlist.runtime.formats import (
+    FIND_TOOLS,
+    Format,
+    ModelTurn,
+    SearchResultMode,
+    ToolCall,
+    ToolDef,
+    build_request,
+    parse_response,
+    search_result_content,
+)
 from shortlist.runtime.grounding import Grounding
 from shortlist.runtime.model import CallableModel, ChatModel
 from shortlist.runtime.report import ToolCallRecord, TurnReport, TurnResult
 from shortlist.runtime.tools import Tool
 from shortlist.selection.base import Selector
-from shortlist.selection.facade import DEFAULT, policy_from_config
-from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, TurnSelection, anarrow, is_wildcard
+from shortlist.selection.facade import DEFAULT, Shortlist
+from shortlist.selection.narrowing import TurnSelection, is_wildcard
 from shortlist.selection.query import last_user_text
-from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
+from shortlist.selection.session import OFFER_POLICIES, SEARCH_TOOL_NAME, Offer, OfferPolicy, ToolSession
 from shortlist.types import Candidate, Query
 
-__all__ = ["Conversation", "Pack", "RuntimeStepFailed"]
+if TYPE_CHECKING:
+    from shortlist.feedback import FeedbackStore
+    from shortlist.memory import MemoryStore
+    from shortlist.reduction import ReductionStage
+    from shortlist.retrieval.inject import ContextRetriever
+    from shortlist.skills import Skill, SkillSource
+
+__all__ = [
+    "RESERVED_TOOL_PREFIXES",
+    "Conversation",
+    "Pack",
+    "RuntimeStepFailed",
+    "ToolsPrefetched",
+    "default_offer_policy",
+]
+
+_T = TypeVar("_T")
+
+#: Tool-name prefixes the runtime's own tools use; a host tool may not take them.
+RESERVED_TOOL_PREFIXES: tuple[str, ...] = ("memory__", "skill__")
+#: How many of the turn's top-ranked deferred tools a ``deferred`` conversation prefetches.
+DEFAULT_PREFETCH = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +101,16 @@ class RuntimeStepFailed(Event):
     level: int = 30
     step: str = ""
     error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolsPrefetched(Event):
+    """Deferred tools were loaded into the history before the model call (no model call spent)."""
+
+    name: str = "runtime.tools_prefetched"
+    area: str = "runtime"
+    level: int = logging.INFO
+    tools: tuple[str, ...] = ()
 
 
 @dataclass
@@ -64,19 +129,37 @@ class Pack:
         memory: a memory store for ``memory__*`` tools and ambient memories.
         scope: the subject of the memory store, e.g. ``{"user_id": "u1"}``.
         memory_tools: offer the ``memory__*`` tools (False = "retrieval on, tools off").
+        feedback: a feedback log; every ``find_tools`` search of the model is recorded there
+            (the query, what it found, which of those the model then called), so the
+            selector's examples learn the turns the first ranking missed.
     """
 
     id: str = "pack"
     system_prompt: str = "You are a helpful assistant."
     tools: Sequence[Tool] = ()
     allowed_tools: Sequence[str] | None = None
-    skills: Sequence[Any] = ()
+    skills: Sequence[SkillSource | str | PathLike[str] | Skill] = ()
     mcp_servers: Mapping[str, str] = field(default_factory=dict)
-    corpus: Any = None
-    memory: Any = None
+    corpus: ContextRetriever | None = None
+    memory: MemoryStore | None = None
     scope: Mapping[str, str] = field(default_factory=dict)
     memory_tools: bool = True
     agent_id: str = ""
+    feedback: FeedbackStore | None = None
+
+
+def default_offer_policy(fmt: str) -> OfferPolicy:
+    """The offer policy a conversation in ``fmt`` uses unless told otherwise (see the module docs)."""
+    return "deferred" if fmt == "anthropic" else "stable"
+
+
+def _check_reserved(tools: Sequence[Tool]) -> None:
+    for t in tools:
+        if t.name == SEARCH_TOOL_NAME or t.name.startswith(RESERVED_TOOL_PREFIXES):
+            raise ConfigError(
+                f"host tool {t.name!r} uses a name reserved for the runtime's own tools "
+                f"({', '.join(p + '*' for p in RESERVED_TOOL_PREFIXES)}, {SEARCH_TOOL_NAME}); rename it"
+            )
 
 
 def _elapsed(start: float) -> float:
@@ -91,14 +174,25 @@ class Conversation:
         model: a :class:`ChatModel` or a callable ``request -> response``.
         config: a :class:`RuntimeConfig` or the path of a ``runtime.yaml``.
         tool_selector / skills_selector: a Selector, a name, None, or DEFAULT (the config's
-            binding, else the built-in default).
+            binding, else the built-in default); bound through one
+            :class:`~shortlist.selection.facade.Shortlist`.
         selectors: selectors registered in code, by name.
         format: ``"openai"`` (chat completions) or ``"anthropic"`` (messages).
-        k: tools (and skills) surfaced per turn besides pins.
+        offer_policy: ``"per_turn"``, ``"stable"``, ``"deferred"`` or None for the format's
+            default (:func:`default_offer_policy`: ``deferred`` for Anthropic, ``stable`` for
+            OpenAI chat completions, which has no deferred loading).
+        k: tools (and skills) ranked into the offer per turn besides pins.
+        search_k: tools one ``find_tools`` call returns.
+        prefetch: ``deferred`` only: the most of this turn's top-ranked deferred tools loaded
+            into the history before the model call (None: 3 under ``deferred``, else 0).
         max_rounds: model calls per turn before giving up.
         max_tokens / max_chars: the history budget (None: no reduction).
         reduction: ``"relevance"`` (default) or ``"newest"``: the local reducer.
         on_event: a hook called with every event of this conversation's turns.
+
+    Raises:
+        ConfigError: an unknown format, policy or reducer, a tool name used twice, or a host
+            tool named like a runtime tool (``memory__*``, ``skill__*``, ``find_tools``).
     """
 
     def __init__(
@@ -111,7 +205,10 @@ class Conversation:
         skills_selector: Selector | str | None = DEFAULT,
         selectors: Mapping[str, Selector] | None = None,
         format: Format = "openai",
+        offer_policy: OfferPolicy | None = None,
         k: int = 5,
+        search_k: int = 5,
+        prefetch: int | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
         max_chars: int | None = None,
@@ -123,68 +220,93 @@ class Conversation:
             raise ConfigError(f"format must be 'openai' or 'anthropic', not {format!r}")
         if max_rounds < 1:
             raise ConfigError("max_rounds must be at least 1")
-        source = None
-        if isinstance(config, (str, Path)):
-            source = str(config)
-            config = load_runtime_config(config)
-        self.config = config or RuntimeConfig()
+        policy = offer_policy or default_offer_policy(format)
+        if policy not in OFFER_POLICIES:
+            raise ConfigError(f"offer_policy must be one of {', '.join(OFFER_POLICIES)} or None, not {policy!r}")
+        _check_reserved(pack.tools)
+        self._tools = {t.name: t for t in pack.tools}
+        if len(self._tools) != len(pack.tools):
+            raise ConfigError(f"pack {pack.id!r} defines a tool name twice")
+        # one binding layer: the facade resolves the selector arguments and the config's bindings
+        self.shortlist = Shortlist(selector=tool_selector, config=config, selectors=selectors, kind="tool")
+        self.config = self.shortlist.config
+        self.registry = self.shortlist.registry
+        self.policy = self.shortlist.policy
+        self.tool_binding = self.shortlist.derive(policy=self.shortlist.tool_policy())
+        self.skill_binding = self.shortlist.derive(selector=skills_selector, kind="skill")
+        self.session = ToolSession(
+            self.tool_binding,
+            policy=policy,
+            k=k,
+            search_k=search_k,
+            prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if prefetch is None else prefetch,
+        )
         self.pack = pack
         self.model: ChatModel = model if isinstance(model, ChatModel) else CallableModel(model)
-        self.registry = SelectorRegistry(self.config, selectors=selectors, source=source)
-        self.policy = policy_from_config(self.config)
         self.format: Format = format
         self.k = k
         self.max_rounds = max_rounds
         self.history: list[dict[str, Any]] = []
         self._hooks: tuple[EventHook, ...] = (on_event,) if on_event else ()
         self._lock = asyncio.Lock()
-        self._tool_selector_arg = tool_selector
-        self._skills_selector_arg = skills_selector
-        self._tools = {t.name: t for t in pack.tools}
         self._candidates: tuple[Candidate, ...] | None = None
-        if len(self._tools) != len(pack.tools):
-            raise ConfigError(f"pack {pack.id!r} defines a tool name twice")
         self.grounding = Grounding(pack, budget_tokens=grounding_tokens)
         self._reducer = _make_reducer(max_tokens, max_chars, reduction)
         from shortlist.runtime.capabilities import Capabilities
 
         self.capabilities = Capabilities(pack)
+        self._counter: Any = None
+        self._token_cache: dict[str, int] = {}
+        self._last_prefix: str | None = None
+        self._turns = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+        self._closed = False
 
-    # -- selectors -------------------------------------------------------------------------
-    def _selector(self, arg: Selector | str | None, kind: str) -> Selector | None:
-        if arg is None or isinstance(arg, Selector):
-            return arg
-        if isinstance(arg, str):
-            return self.registry.get(arg)
-        bound = self.registry.skills_selector() if kind == "skill" else self.registry.tool_selector()
-        return bound or self.registry.get(DEFAULT_SELECTOR)
+    @property
+    def offer_policy(self) -> OfferPolicy:
+        """The conversation's offer policy."""
+        return self.session.policy
 
-    def _tool_policy(self) -> NarrowingPolicy:
-        # Tools of live MCP servers are narrowed like any tool; only wildcard entries pin them.
-        pins = self.policy.pins
-        namespaces = tuple(n for n in pins.namespaces if n != "mcp")
-        return NarrowingPolicy(
-            pins=PinPolicy(namespaces=namespaces, always_include=pins.always_include, pin_wildcards=True),
-            order=self.policy.order,
-            on_abstain=self.policy.on_abstain,
-            timeout_s=self.policy.timeout_s,
-        )
+    # -- the conversation's event loop ---------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            if self._closed:
+                raise RuntimeError("the conversation is closed")
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="shortlist-conversation", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
 
-    # -- the turn ----------------------------------------------------------------------------
+    def _submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+        # run on the conversation's loop, in a copy of the caller's context (scoped event hooks apply)
+        loop = self._ensure_loop()
+        return contextvars.copy_context().run(asyncio.run_coroutine_threadsafe, coro, loop)
+
+    # -- the turn ------------------------------------------------------------------------------
     def send(self, user_message: str | Mapping[str, Any]) -> TurnResult:
-        """Blocking form of :meth:`asend`.
+        """Blocking form of :meth:`asend`; safe to call from several threads.
 
         Raises:
-            RuntimeError: when called from a running event loop (use ``await asend`` there).
+            RuntimeError: when called from a running event loop (use ``await asend`` there), or
+                after :meth:`close`.
         """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.asend(user_message))
+            return self._submit(self._asend(user_message)).result()
         raise RuntimeError("Conversation.send() called inside an event loop; use 'await conversation.asend(...)'")
 
     async def asend(self, user_message: str | Mapping[str, Any]) -> TurnResult:
-        """Run one turn: narrow, ground, reduce, call the model and its tools; return the answer."""
+        """Run one turn (on the conversation's own loop): narrow, ground, reduce, call the model and its tools."""
+        if asyncio.get_running_loop() is self._loop:
+            return await self._asend(user_message)
+        return await asyncio.wrap_future(self._submit(self._asend(user_message)))
+
+    async def _asend(self, user_message: str | Mapping[str, Any]) -> TurnResult:
         async with self._lock:
             events: list[Event] = []
             with event_hooks(events.append, *self._hooks):
@@ -199,29 +321,30 @@ class Conversation:
         self.history.append(message)
         text = last_user_text(self.history)
         await self.capabilities.astart()
+        self._turns += 1
 
-        # 1. narrow skills and tools, once per turn
+        # 1. narrow skills and decide the tool offer, once per turn
         t = time.perf_counter()
-        skill_turn: TurnSelection | None = None
         skill_candidates = self.capabilities.skill_candidates()
         if skill_candidates:
-            skill_turn = await anarrow(
-                self._selector(self._skills_selector_arg, "skill"),
-                Query(text, "skill", self.k, self.pack.id, self.pack.agent_id),
-                skill_candidates,
-                self.policy,
+            skill_turn: TurnSelection = await self.skill_binding.aselect(
+                Query(text, "skill", self.k, self.pack.id, self.pack.agent_id), skill_candidates
             )
             report.skills = skill_turn.to_dict()
             self.capabilities.begin_skill_turn(skill_turn)
         report.timings_ms["select_skills"] = _elapsed(t)
         t = time.perf_counter()
-        tool_turn = await anarrow(
-            self._selector(self._tool_selector_arg, "tool"),
+        prefix = await asyncio.to_thread(self._count, str(self.pack.system_prompt) + json.dumps(self.history))
+        offer: Offer = await asyncio.to_thread(
+            self.session.offer,
             Query(text, "tool", self.k, self.pack.id, self.pack.agent_id),
-            self._tool_candidates(),
-            self._tool_policy(),
+            candidates=self._tool_candidates(),
+            prefix_tokens=prefix,
         )
-        report.tools = tool_turn.to_dict()
+        report.offer = offer.to_dict()
+        report.tools = offer.selection.to_dict() if offer.selection is not None else None
+        if offer.prefetched:
+            self._prefetch(offer, text)
         report.timings_ms["select_tools"] = _elapsed(t)
 
         # 2. grounding and memories before the system prompt is rendered
@@ -235,7 +358,9 @@ class Conversation:
         report.timings_ms["reduce"] = _elapsed(t)
 
         # 4-5. request, model, tools, until an answer
-        answer, request, stopped = await self._loop(system, history, tool_turn, report)
+        answer, request, stopped = await self._loop_rounds(system, history, report)
+        await self._learn(report)
+        report.tool_tokens = self._tool_tokens()
         report.timings_ms["total"] = _elapsed(t_total)
         overhead = (
             report.timings_ms["total"] - report.timings_ms.get("model", 0.0) - report.timings_ms.get("tools", 0.0)
@@ -283,65 +408,170 @@ class Conversation:
         }
         return openai_from_fragments(result.fragments)
 
-    def _offered(self, tool_turn: TurnSelection) -> list[ToolDef]:
-        defs: list[ToolDef] = []
-        seen: set[str] = set()
-        names = [c.id for c in tool_turn.surfaced] + list(self.capabilities.active_skill_tools())
-        for entry in names:
-            for name in self.capabilities.expand(entry, self._tools):
-                if name in seen:
-                    continue
-                seen.add(name)
-                host = self._tools.get(name)
-                if host is not None:
-                    defs.append(ToolDef(host.name, host.description, host.parameters))
-                else:
-                    mcp = self.capabilities.mcp_tool_def(name)
-                    if mcp is not None:
-                        defs.append(mcp)
+    # -- what the model is offered -------------------------------------------------------------
+    def _def(self, name: str) -> ToolDef | None:
+        host = self._tools.get(name)
+        if host is not None:
+            return ToolDef(host.name, host.description, host.parameters)
+        return self.capabilities.mcp_tool_def(name)
+
+    def _defs(self, entries: Sequence[str]) -> list[ToolDef]:
+        return [d for d in (self._def(n) for n in self.capabilities.expand(entries, self._tools)) if d is not None]
+
+    def _references(self) -> bool:
+        # Anthropic deferred loading: found tools are deferred definitions named by tool_reference
+        return self.format == "anthropic" and self.session.policy == "deferred"
+
+    def _offered(self) -> tuple[list[ToolDef], list[ToolDef], set[str]]:
+        """This round's ``(tools in the prompt, deferred tools, callable names)``.
+
+        The prompt's tools are, in this order: the tools block (and tools activated skills
+        added), the runtime's own tools, ``find_tools`` (when some catalog tool is outside
+        the block), then, for OpenAI, the loaded tools (chat completions cannot defer).
+        """
+        state = self.session.state
+        block = self._defs([*state.block, *self.capabilities.active_skill_tools()])
+        seen = {d.name for d in block}
+        prompt = list(block)
         for d in self.capabilities.system_tool_defs():
             if d.name not in seen:
                 seen.add(d.name)
-                defs.append(d)
-        return defs
+                prompt.append(d)
+        outside = [d for d in self._defs([c.id for c in self._tool_candidates()]) if d.name not in seen]
+        if self.session.policy != "per_turn" and outside:
+            prompt.append(FIND_TOOLS)
+            seen.add(FIND_TOOLS.name)
+        loaded = {d.name for d in self._defs(state.loaded)} - seen
+        deferred: list[ToolDef] = []
+        if self._references():
+            deferred = outside  # every other catalog tool, in catalog order: a stable tools array
+        else:
+            prompt.extend(d for d in outside if d.name in loaded)
+        return prompt, deferred, seen | loaded
 
-    async def _loop(
-        self,
-        system: str,
-        history: list[dict[str, Any]],
-        tool_turn: TurnSelection,
-        report: TurnReport,
+    def _prefetch(self, offer: Offer, text: str) -> None:
+        """Load the offer's prefetched tools as a synthetic ``find_tools`` call and result."""
+        defs = self._defs(offer.prefetched)
+        if not defs:
+            return
+        call_id = f"prefetch_{self._turns}"
+        fn = {"name": SEARCH_TOOL_NAME, "arguments": json.dumps({"query": text}, ensure_ascii=False)}
+        self.history.append(
+            {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": fn}]}
+        )
+        content = search_result_content(self.format, defs, mode="references" if self._references() else "definitions")
+        self.history.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        emit(ToolsPrefetched(tools=tuple(d.name for d in defs)))
+
+    # -- the model and tool loop ---------------------------------------------------------------
+    async def _loop_rounds(
+        self, system: str, history: list[dict[str, Any]], report: TurnReport
     ) -> tuple[str, dict[str, Any], str]:
         model_ms = tools_ms = 0.0
         request: dict[str, Any] = {}
         working = list(history)
         first_request: dict[str, Any] | None = None
         for _ in range(self.max_rounds):
-            offered = self._offered(tool_turn)  # activated skills add tools between rounds
-            if not report.offered_tools:
-                report.offered_tools = [d.name for d in offered]
-            request = build_request(self.format, model=self.model.model, system=system, messages=working, tools=offered)
-            first_request = first_request or request
+            prompt, deferred, callable_names = self._offered()  # searches and skills add tools
+            request = build_request(
+                self.format, model=self.model.model, system=system, messages=working, tools=prompt, deferred=deferred
+            )
+            if first_request is None:
+                first_request = request
+                in_prompt = [d.name for d in prompt]
+                report.offered_tools = in_prompt + sorted(callable_names - set(in_prompt))
+                report.prefix_cached = self._prefix_signature(request) == self._last_prefix
             t = time.perf_counter()
             body = await self.model.acomplete(request)
             model_ms += _elapsed(t)
             report.rounds += 1
+            self._last_prefix = self._prefix_signature(request)
             turn: ModelTurn = parse_response(self.format, body)
             working.append(turn.message)
             self.history.append(turn.message)
             if not turn.tool_calls:
                 report.timings_ms["model"], report.timings_ms["tools"] = model_ms, tools_ms
                 return turn.text, first_request, "answer"
-            offered_names = {d.name for d in offered}
             t = time.perf_counter()
             for call in turn.tool_calls:
-                content = await self._execute(call.name, call.arguments, offered_names, report)
+                if call.name == SEARCH_TOOL_NAME and SEARCH_TOOL_NAME in callable_names:
+                    content: str | list[dict[str, Any]] = await self._search(call, report)
+                else:
+                    content = await self._execute(call.name, call.arguments, callable_names, report)
                 result_msg = {"role": "tool", "tool_call_id": call.id, "content": content}
                 working.append(result_msg)
                 self.history.append(result_msg)
             tools_ms += _elapsed(t)
         report.timings_ms["model"], report.timings_ms["tools"] = model_ms, tools_ms
         return "", first_request or request, "max_rounds"
+
+    def _prefix_signature(self, request: Mapping[str, Any]) -> str:
+        # the cached prefix is the tools block and the system prompt (OpenAI: the first message)
+        system = request.get("system") if self.format == "anthropic" else request["messages"][0]
+        return json.dumps([request.get("tools"), system], sort_keys=True, ensure_ascii=False)
+
+    async def _search(self, call: ToolCall, report: TurnReport) -> str | list[dict[str, Any]]:
+        """The escape hatch: rank the tools the model cannot call yet for its query."""
+        t = time.perf_counter()
+        try:
+            args = json.loads(call.arguments) if isinstance(call.arguments, str) else dict(call.arguments)
+            query = str(args.get("query", "")) if isinstance(args, dict) else ""
+        except (json.JSONDecodeError, TypeError, ValueError):
+            query = ""
+        found = await asyncio.to_thread(self.session.search, query, candidates=self._tool_candidates())
+        defs = self._defs([c.id for c in found])
+        report.searches.append({"query": query, "found": [d.name for d in defs]})
+        report.tool_calls.append(ToolCallRecord(SEARCH_TOOL_NAME, True, _elapsed(t), "search"))
+        mode: SearchResultMode
+        if self._references():
+            mode = "references"
+        elif self.format == "openai" and self.session.policy == "deferred":
+            mode = "definitions"  # a plain find_tools: the definitions travel in the result
+        else:
+            mode = "names"  # stable / per_turn: the definitions join the next request's tools
+        return search_result_content(self.format, defs, mode=mode)
+
+    async def _learn(self, report: TurnReport) -> None:
+        """Record the model's calls in the session and this turn's searches in the feedback log."""
+        called = [c.name for c in report.tool_calls if c.source not in ("search", "unknown")]
+        self.session.record_calls(called)
+        feedback = self.pack.feedback
+        if feedback is None or not report.searches:
+            return
+        used = set(called)
+        for s in report.searches:
+            if not s["query"].strip():
+                continue
+            try:
+                await asyncio.to_thread(
+                    feedback.record,
+                    Query(s["query"], "tool", self.session.search_k, self.pack.id, self.pack.agent_id),
+                    selected=s["found"],
+                    used=[n for n in s["found"] if n in used],
+                    kind="tool",
+                )
+            except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
+                emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
+
+    def _count(self, text: str) -> int:
+        if self._counter is None:
+            from shortlist.eval.runner import make_counter
+
+            self._counter = make_counter()
+        return int(self._counter.count(text))
+
+    def _tool_tokens(self) -> int:
+        """Tokens of the definitions the model saw at the end of the turn (block + loaded)."""
+        prompt, _, callable_names = self._offered()
+        names = {d.name for d in prompt}
+        defs = [*prompt, *(d for d in self._defs(sorted(callable_names - names)) if d is not None)]
+        total = 0
+        for d in defs:
+            text = json.dumps(d.to_json(), ensure_ascii=False, sort_keys=True)
+            if text not in self._token_cache:
+                self._token_cache[text] = self._count(text)
+            total += self._token_cache[text]
+        return total
 
     async def _execute(
         self, name: str, arguments: Mapping[str, Any] | str, offered: set[str], report: TurnReport
@@ -350,7 +580,8 @@ class Conversation:
         source = "unknown"
         try:
             if name not in offered:
-                raise LookupError(f"tool {name!r} is not available this turn")
+                hint = f"; search for it with {SEARCH_TOOL_NAME}" if SEARCH_TOOL_NAME in offered else ""
+                raise LookupError(f"tool {name!r} is not available this turn{hint}")
             if name in self._tools:
                 source = "host"
                 out = await self._tools[name].acall(arguments)
@@ -362,14 +593,65 @@ class Conversation:
         report.tool_calls.append(ToolCallRecord(name, True, _elapsed(t), source))
         return out
 
-    async def aclose(self) -> None:
-        """Close selectors, MCP connections and the model client."""
-        self.registry.close()
+    # -- closing -------------------------------------------------------------------------------
+    async def _aclose(self) -> None:
+        self.shortlist.close()
         await self.capabilities.aclose()
         await self.model.aclose()
 
+    def _detach_loop(self) -> tuple[asyncio.AbstractEventLoop | None, threading.Thread | None, bool]:
+        with self._loop_lock:
+            was_closed, self._closed = self._closed, True
+            loop, thread = self._loop, self._thread
+            return loop, thread, was_closed
 
-def _make_reducer(max_tokens: int | None, max_chars: int | None, kind: str) -> Any:
+    @staticmethod
+    def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join()
+        loop.close()
+
+    def close(self) -> None:
+        """Close selectors, MCP connections and the model client, and stop the conversation's loop.
+
+        Raises:
+            RuntimeError: when called from a running event loop (use ``await aclose()`` there).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError("Conversation.close() called inside an event loop; use 'await conversation.aclose()'")
+        loop, thread, was_closed = self._detach_loop()
+        if was_closed:
+            return
+        if loop is None:
+            asyncio.run(self._aclose())
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._aclose(), loop).result()
+        finally:
+            self._stop(loop, thread)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        loop, thread, was_closed = self._detach_loop()
+        if was_closed:
+            return
+        if loop is None or asyncio.get_running_loop() is loop:
+            await self._aclose()
+            if loop is not None:
+                loop.call_soon(loop.stop)
+            return
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._aclose(), loop))
+        finally:
+            await asyncio.to_thread(self._stop, loop, thread)
+
+
+def _make_reducer(max_tokens: int | None, max_chars: int | None, kind: str) -> ReductionStage | None:
     if max_tokens is None and max_chars is None:
         return None
     from shortlist.reduction import ReductionStage

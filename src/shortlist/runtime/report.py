@@ -15,7 +15,7 @@ class ToolCallRecord:
     name: str
     ok: bool
     elapsed_ms: float
-    source: str  # "host", "memory", "skill", "mcp", "unknown"
+    source: str  # "host", "memory", "skill", "mcp", "search", "unknown"
     error: str = ""
 
 
@@ -36,6 +36,15 @@ class TurnReport:
         tool_calls: each tool call.
         timings_ms: time per step (select_skills, select_tools, retrieve, reduce, model, tools, total).
         events: every structured event emitted during the turn.
+        offer: the turn's tool offer (``Offer.to_dict()``: policy, block, loaded, prefetched,
+            deferred, why the block is what it is) as decided before the first model call.
+        searches: each ``find_tools`` call of the turn: its query and the tools it made callable.
+        prefix_cached: the tools block and the system prompt of this turn's first request are
+            byte-identical to the previous turn's, so the provider's cached prefix survived
+            (False on the first turn).
+        tool_tokens: tokens of the tool definitions the model saw this turn (the tools block,
+            the search tool, the runtime's tools and every loaded definition; deferred ones
+            are not in the prompt), counted with the evaluation's offline counter.
     """
 
     tools: dict[str, Any] | None = None
@@ -50,6 +59,10 @@ class TurnReport:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    offer: dict[str, Any] | None = None
+    searches: list[dict[str, Any]] = field(default_factory=list)
+    prefix_cached: bool = False
+    tool_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
