@@ -17,6 +17,7 @@ ROW_KEYS = {
     "model_calls_per_turn",
     "searches_per_turn",
     "cost",
+    "by_history",
 }
 
 
@@ -36,7 +37,7 @@ def test_json_object_has_the_documented_shape() -> None:
     assert report["default"] == "deferred" and report["conversations"] == 3
     assert list(report["strategies"]) == ["all", "per_turn", "stable", "deferred"]
     for row in report["strategies"].values():
-        assert set(row) == ROW_KEYS and set(row["cost"]) == {"0", "1000"}
+        assert set(row) == ROW_KEYS and set(row["cost"]) == {"0", "1000"} == set(row["by_history"])
 
 
 def test_text_table_and_cheaper_prices() -> None:

@@ -232,3 +232,16 @@ def test_conversation_eval_bad_input(tmp_path: Path) -> None:
     data = Path(__file__).parents[1] / "data" / "conv_tiny"
     with pytest.raises(ConfigError, match="unknown strategy"):
         run_conversation_eval(data, lambda p, c: ToolSession(shortlist()), strategies=["sometimes"], progress=False)
+
+
+def test_stable_offers_the_whole_catalog_when_narrowing_would_cost_more() -> None:
+    events: list[Event] = []
+    short = ToolSession(shortlist(), policy="stable", k=1).offer("weather in Oslo", prefix_tokens=500)
+    assert short.block == ("get_weather", "memory__recall") and short.reason == "first_turn"
+    long = ToolSession(shortlist(), policy="stable", k=1).offer("weather in Oslo", prefix_tokens=100_000)
+    assert set(long.block) == {c.id for c in CATALOG} and long.reason == "whole_catalog_cheaper"
+    s = ToolSession(shortlist(events), policy="stable", k=1, search_k=1)
+    s.offer("weather in Oslo", prefix_tokens=500)
+    s.search("book a flight", prefix_tokens=100_000)  # a forced change at a long prefix: make it the last
+    assert set(s.state.block) == {c.id for c in CATALOG}
+    assert [e.reason for e in events if isinstance(e, OfferChanged)] == ["whole_catalog_cheaper"]

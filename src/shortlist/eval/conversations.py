@@ -240,7 +240,7 @@ class _Replay:
             while session is not None and search_tool and not gold <= available and searches < self.max_searches:
                 meter.call(block, self.block_tokens(block, search_tool))  # the call that asks for a search
                 before = session.state.changes
-                found = session.search(turn.user)
+                found = session.search(turn.user, prefix_tokens=self.cost_model.system_tokens + meter.history_tokens)
                 totals.changes += session.state.changes - before
                 searches += 1
                 ask = {
@@ -313,8 +313,9 @@ def run_conversation_eval(
     Returns:
         ``{"conversations", "turns", "catalog_tokens", "default", "counter", "strategies":
         {name: {"turn_recall", "complete_turns", "tools_per_turn", "tool_tokens_per_turn",
-        "tool_block_changes", "model_calls_per_turn", "searches_per_turn", "cost": {H: cost}}}}``;
-        quality figures are those of the first history size, costs are per conversation.
+        "tool_block_changes", "model_calls_per_turn", "searches_per_turn", "cost": {H: cost},
+        "by_history": {H: {...}}}}}``; the top-level quality figures are those of the first
+        history size (``by_history`` has each size's), costs are per conversation.
     """
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
@@ -344,14 +345,21 @@ def run_conversation_eval(
         )
         row: dict[str, Any] = {}
         costs: dict[str, float] = {}
+        by_history: dict[str, dict[str, float]] = {}
         for i, prior in enumerate(histories):
             totals = _Totals()
             co_usage = CoUsage() if learn else None  # a fresh log per pass: no pass sees another's
             for case in _iter(cases, f"{strategy} @{prior}", progress):
                 replay.conversation(case, prior, totals, co_usage)
             costs[str(prior)] = round(totals.cost / len(cases), 1)
+            t = totals.turns or 1
+            by_history[str(prior)] = {
+                "complete_turns": round(totals.complete / t, 4),
+                "tool_tokens_per_turn": round(totals.tool_tokens / t, 1),
+                "tool_block_changes": round(totals.changes / len(cases), 3),
+                "model_calls_per_turn": round(totals.calls / t, 3),
+            }
             if i == 0:
-                t = totals.turns or 1
                 row = {
                     "turn_recall": round(totals.recall / t, 4),
                     "complete_turns": round(totals.complete / t, 4),
@@ -362,5 +370,6 @@ def run_conversation_eval(
                     "searches_per_turn": round(totals.searches / t, 3),
                 }
         row["cost"] = costs
+        row["by_history"] = by_history  # the decisions of ``stable`` depend on the history's size
         report["strategies"][strategy] = row
     return report

@@ -33,6 +33,7 @@ it in the feedback log.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY",
+    "MISS_RATE",
     "OFFER_POLICIES",
     "SEARCH_TOOL_NAME",
     "Offer",
@@ -60,6 +62,7 @@ __all__ = [
     "ToolSearched",
     "ToolSession",
     "decide_offer",
+    "definition_tokens",
     "search_tools",
 ]
 
@@ -119,6 +122,17 @@ class Prices:
         """The cost of one model call whose first ``cached_tokens`` were read from the cache."""
         cached = min(cached_tokens, prompt_tokens)
         return cached * self.cache_read + (prompt_tokens - cached) * self.cache_write
+
+    def carrying(self, tokens: int, calls: int) -> float:
+        """The cost of ``tokens`` of tools block kept for ``calls`` calls: written once, then read."""
+        return tokens * (self.cache_write + self.cache_read * max(calls - 1, 0))
+
+    def worth_widening(self, prefix_tokens: int, *, extra_tokens: int, calls: int, miss_rate: float) -> bool:
+        """True when offering ``extra_tokens`` more definitions for ``calls`` calls costs less than
+        the re-writes of the ``prefix_tokens`` behind the block that narrowing is expected to
+        force (a miss on ``miss_rate`` of those calls, each one a change)."""
+        rewrites = miss_rate * calls
+        return rewrites * prefix_tokens * (self.cache_write - self.cache_read) > self.carrying(extra_tokens, calls)
 
     def worth_changing(self, prefix_tokens: int, *, p_needed: float, round_trip_tokens: int) -> bool:
         """True when changing the tools block costs less than the search it is expected to save.
@@ -277,6 +291,7 @@ def decide_offer(
     prices: Prices | None = None,
     prefetch: int = 0,
     co_usage: CoUsage | None = None,
+    horizon: int = 5,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -294,6 +309,10 @@ def decide_offer(
         prefetch: ``deferred`` only: the most of this turn's top-ranked tools the runtime
             loads into the history before the model call (no model call needed; 0: none).
         co_usage: with ``prefetch``, also load the tools usually called with the likely ones.
+        horizon: ``stable``: the model calls a conversation is expected to make from here;
+            when the prefix re-writes that narrowing is expected to force over that many calls
+            (:data:`MISS_RATE` of them) cost more than carrying the whole catalog, ``stable``
+            offers the whole catalog instead of narrowing.
         hooks: extra event hooks for this call.
     """
     policy = _check_policy(policy)
@@ -309,6 +328,8 @@ def decide_offer(
         if first:
             reason = "first_turn" if turn.narrowed else reason
         selection: TurnSelection | None = turn
+        if policy == "stable" and turn.narrowed:
+            block, reason = _widened(block, eligible, reason, prefix_tokens, prices, horizon)
     else:
         block, reason, selection = state.block, "unchanged", None
         if policy == "deferred" and prefetch > 0:
@@ -367,6 +388,35 @@ def decide_offer(
     )
 
 
+#: ``stable``'s prior for the share of turns whose tools a narrowed block misses (each miss
+#: forces a change). Per-turn narrowing at k = 5 missed a needed tool on 28% of the turns of
+#: the conversation set; a host with a feedback log can measure its own.
+MISS_RATE = 0.3
+
+
+def definition_tokens(c: Candidate) -> int:
+    """An estimate of the tokens of ``c``'s definition in a request (``len(JSON) / 4``)."""
+    body = {"name": c.name, "description": c.description, "parameters": dict(c.parameters or {})}
+    return -(-len(json.dumps(body, ensure_ascii=False, default=str)) // 4)
+
+
+def _widened(
+    block: tuple[str, ...],
+    eligible: Sequence[Candidate],
+    reason: str,
+    prefix_tokens: int,
+    prices: Prices,
+    horizon: int,
+) -> tuple[tuple[str, ...], str]:
+    """``stable``: the whole catalog when carrying it is cheaper than the changes narrowing would force."""
+    inside = set(block)
+    rest = [c for c in eligible if c.id not in inside]
+    extra = sum(definition_tokens(c) for c in rest)
+    if rest and prices.worth_widening(prefix_tokens, extra_tokens=extra, calls=horizon, miss_rate=MISS_RATE):
+        return block + tuple(c.id for c in rest), "whole_catalog_cheaper"
+    return block, reason
+
+
 #: Tokens a search round trip writes besides the prefix: the call, its result, the definitions.
 _ROUND_TRIP = 600
 
@@ -380,12 +430,17 @@ def search_tools(
     candidates: Sequence[Candidate] | None = None,
     k: int = 5,
     co_usage: CoUsage | None = None,
+    prefix_tokens: int = 0,
+    prices: Prices | None = None,
+    horizon: int = 5,
     hooks: Sequence[EventHook] = (),
 ) -> tuple[tuple[Candidate, ...], OfferState]:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
 
     Under ``deferred`` the found tools are *loaded* (their definitions enter the history);
-    under ``stable`` and ``per_turn`` they join the tools block of the next request. With
+    under ``stable`` and ``per_turn`` they join the tools block of the next request (a change
+    that re-writes ``prefix_tokens``; when carrying the whole catalog for ``horizon`` calls
+    costs less than the changes still expected, the whole catalog joins instead). With
     ``co_usage``, the tools usually called with the found ones come along.
     """
     policy = _check_policy(policy)
@@ -411,10 +466,14 @@ def search_tools(
     ids = tuple(c.id for c in found)
     if policy == "deferred":
         state = replace(state, loaded=state.loaded + ids)
-    else:
-        state = replace(state, block=state.block + ids, changes=state.changes + (1 if ids else 0))
-        if ids:
-            emit(OfferChanged(policy=policy, reason="search", added=ids), hooks=_hooks(shortlist, hooks))
+    elif ids:  # the found tools must join the tools block: a change, so make it the last one if cheaper
+        block, reason = _widened(state.block + ids, pool, "search", prefix_tokens, prices or Prices(), horizon)
+        added = tuple(i for i in block if i not in state.block)
+        state = replace(state, block=block, changes=state.changes + 1)
+        emit(
+            OfferChanged(policy=policy, reason=reason, added=added, prefix_tokens=prefix_tokens),
+            hooks=_hooks(shortlist, hooks),
+        )
     emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=_hooks(shortlist, hooks))
     return found, state
 
@@ -431,6 +490,8 @@ class ToolSession:
         prefetch: ``deferred``: this turn's top tools loaded into the history before the call.
         co_usage: tools called together (shared by a pack's conversations; learns from
             :meth:`record_calls`).
+        horizon: ``stable``: model calls the conversation is expected to make (see
+            :func:`decide_offer`).
         state: resume from a saved :class:`OfferState`.
     """
 
@@ -444,6 +505,7 @@ class ToolSession:
         prices: Prices | None = None,
         prefetch: int = 0,
         co_usage: CoUsage | None = None,
+        horizon: int = 5,
         state: OfferState | None = None,
     ) -> None:
         self.shortlist = shortlist
@@ -451,6 +513,9 @@ class ToolSession:
             raise ConfigError("prefetch must be non-negative")
         self.prefetch = prefetch
         self.co_usage = co_usage
+        if horizon < 1:
+            raise ConfigError("horizon must be at least 1")
+        self.horizon = horizon
         self.policy: OfferPolicy = _check_policy(policy)
         if search_k < 1:
             raise ConfigError("search_k must be at least 1")
@@ -479,6 +544,7 @@ class ToolSession:
             prices=self.prices,
             prefetch=self.prefetch,
             co_usage=self.co_usage,
+            horizon=self.horizon,
             hooks=hooks,
         )
         self.state = offer.state
@@ -490,9 +556,13 @@ class ToolSession:
         *,
         candidates: Sequence[Candidate] | None = None,
         k: int | None = None,
+        prefix_tokens: int = 0,
         hooks: Sequence[EventHook] = (),
     ) -> tuple[Candidate, ...]:
-        """The escape hatch: tools for ``query`` that the model cannot call yet (now available)."""
+        """The escape hatch: tools for ``query`` that the model cannot call yet (now available).
+
+        ``prefix_tokens``: under ``stable``, the system prompt and history behind the block.
+        """
         found, self.state = search_tools(
             self.shortlist,
             self.state,
@@ -501,6 +571,9 @@ class ToolSession:
             candidates=candidates,
             k=k or self.search_k,
             co_usage=self.co_usage,
+            prefix_tokens=prefix_tokens,
+            prices=self.prices,
+            horizon=self.horizon,
             hooks=hooks,
         )
         return found
