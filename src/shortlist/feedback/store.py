@@ -50,6 +50,20 @@ def _ids(values: Iterable[str], what: str) -> tuple[str, ...]:
     return out
 
 
+def _quick_check(db: sqlite3.Connection, path: str) -> None:
+    """Refuse a damaged file (``PRAGMA quick_check`` must answer ``ok``) before anything is written to it."""
+    try:
+        rows = db.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:  # damage bad enough that the check itself stops
+        rows = [(str(exc),)]
+    if [tuple(r) for r in rows] != [("ok",)]:
+        lines = [line for row in rows for line in str(row[0]).splitlines() if line.strip()]
+        raise CatalogError(
+            f"{path}: feedback database is damaged (PRAGMA quick_check: {'; '.join(lines[:3])}); "
+            "restore it from a backup, or move it away to start an empty one"
+        )
+
+
 class FeedbackStore:
     """A feedback log in SQLite (WAL). Safe to share between threads.
 
@@ -67,10 +81,15 @@ class FeedbackStore:
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             if self.path != ":memory:":
+                _quick_check(self._db, self.path)
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, CatalogError) as exc:
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            if isinstance(exc, CatalogError):
+                raise
             raise CatalogError(f"{self.path}: not a usable feedback database: {exc}") from exc
         self._lock = threading.RLock()
         self._writes = 0

@@ -8,12 +8,19 @@ Every write is one transaction: a process killed mid-write loses at most that wr
 uses FTS5 (``porter unicode61``) with the query's content words joined by ``OR`` and ranked
 by ``bm25()``. Expiry is enforced in every read query; :meth:`SqliteMemoryStore.purge_expired`
 deletes expired rows for good.
+
+Opening runs ``PRAGMA quick_check`` and refuses a damaged file (:class:`~shortlist.errors.ConfigError`
+naming it), so a service never reports ready on it. Later failures are typed: a full disk (or
+``max_page_count``) is :class:`MemoryStoreFull` (HTTP 507), damage found mid-operation
+:class:`MemoryStoreCorrupt`; both keep SQLite's own error as their cause, never the error of the
+``ROLLBACK`` that follows (SQLite may already have rolled the transaction back itself).
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 import random
 import sqlite3
@@ -25,12 +32,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, ShortlistError
 from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
 
-__all__ = ["SqliteMemoryStore"]
+__all__ = ["MemoryStoreCorrupt", "MemoryStoreFull", "SqliteMemoryStore"]
+
+logger = logging.getLogger("shortlist.memory")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
@@ -76,6 +85,41 @@ _COLUMNS = (
     "m.id, m.type, m.content, m.metadata, m.confidence, m.scope, m.session_id, "
     "m.turn_start, m.turn_end, m.created_us, m.accessed_us, m.expires_us"
 )
+
+
+class MemoryStoreFull(ShortlistError):
+    """The memory database cannot grow: the disk (or its quota, or ``max_page_count``) is full.
+
+    ``status_code`` 507 and ``code`` ``insufficient_storage`` are what the HTTP service answers.
+    """
+
+    status_code = 507
+    code = "insufficient_storage"
+
+
+class MemoryStoreCorrupt(ShortlistError):
+    """The memory database file is damaged (SQLite reports it malformed or not a database)."""
+
+    status_code = 500
+    code = "store_corrupted"
+
+
+_SQLITE_FULL = 13
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_QUICK_CHECK_LINES = 3
+
+
+def _typed(exc: sqlite3.Error, path: Path) -> Exception:
+    """SQLite's error as a typed one (full disk, damaged file), else ``exc`` itself."""
+    primary = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if primary == _SQLITE_FULL:
+        return MemoryStoreFull(f"memory database {path} is full (no space left for it on its disk): {exc}")
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return MemoryStoreCorrupt(
+            f"memory database {path} is damaged ({exc}); stop the service and restore the file from a backup"
+        )
+    return exc
 
 
 def _to_us(value: datetime | None) -> int | None:
@@ -133,12 +177,36 @@ class SqliteMemoryStore(MemoryStore):
         self._thread_lock = threading.Lock()
         try:
             conn = self._conn()
+            self._quick_check(conn)
             with self._write(conn):
                 for statement in _split(_SCHEMA):
                     conn.execute(statement)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, MemoryStoreCorrupt, MemoryStoreFull) as exc:
             self.close()
             raise ConfigError(f"cannot open memory database: {exc}", source=str(self.path)) from exc
+        except ConfigError:
+            self.close()
+            raise
+
+    def _quick_check(self, conn: sqlite3.Connection) -> None:
+        """Refuse a damaged file: ``PRAGMA quick_check`` must answer ``ok``.
+
+        Raises:
+            ConfigError: the check found damage (its first lines are in the message).
+        """
+        try:
+            rows = self._retry(lambda: conn.execute("PRAGMA quick_check").fetchall())
+        except sqlite3.DatabaseError as exc:  # damage bad enough that the check itself stops
+            rows = [(str(exc),)]
+        if [tuple(r) for r in rows] == [("ok",)]:
+            return
+        lines = [line for row in rows for line in str(row[0]).splitlines() if line.strip()]
+        shown = "; ".join(lines[:_QUICK_CHECK_LINES]) + (f"; ... ({len(lines)} problems)" if len(lines) > 3 else "")
+        raise ConfigError(
+            f"memory database is damaged (PRAGMA quick_check: {shown}); restore it from a backup, or move it "
+            "away to start with an empty one",
+            source=str(self.path),
+        )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -172,18 +240,46 @@ class SqliteMemoryStore(MemoryStore):
 
     @contextmanager
     def _write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction; SQLite errors come out typed, with SQLite's own error as the cause."""
         with self._thread_lock:
-            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
-                yield
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            self._retry(lambda: conn.execute("COMMIT"))
+                self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+                try:
+                    yield
+                except BaseException as exc:
+                    self._rollback(conn, exc)
+                    raise
+                try:
+                    self._retry(lambda: conn.execute("COMMIT"))
+                except sqlite3.Error as exc:
+                    self._rollback(conn, exc)
+                    raise
+            except sqlite3.Error as exc:
+                typed = _typed(exc, self.path)
+                if typed is exc:
+                    raise
+                logger.error("%s", typed)
+                raise typed from exc
+
+    def _rollback(self, conn: sqlite3.Connection, cause: BaseException) -> None:
+        """Roll back after ``cause``; a failing ROLLBACK is logged and never hides ``cause``."""
+        if not conn.in_transaction:  # SQLite already rolled back (e.g. on SQLITE_FULL or damage)
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            logger.warning("rollback after %r failed: %s", cause, exc)
 
     def _read(self, sql: str, params: Sequence[Any]) -> builtins.list[Any]:
         conn = self._conn()
-        return self._retry(lambda: conn.execute(sql, params).fetchall())
+        try:
+            return self._retry(lambda: conn.execute(sql, params).fetchall())
+        except sqlite3.Error as exc:
+            typed = _typed(exc, self.path)
+            if typed is exc:
+                raise
+            logger.error("%s", typed)
+            raise typed from exc
 
     def close(self) -> None:
         """Close every connection this store opened (in any thread)."""
