@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shortlist.errors import ShortlistError
+from shortlist.errors import MemoryValueError, ShortlistError
 from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
@@ -126,10 +126,41 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+class MemoryStoreFull(ShortlistError):
+    """PostgreSQL is out of disk space (SQLSTATE 53100): nothing was written.
+
+    ``status_code`` 507 and ``code`` ``insufficient_storage`` are what the HTTP service answers.
+    """
+
+    status_code = 507
+    code = "insufficient_storage"
+
+
+_NUL_MESSAGE = "PostgreSQL cannot store or match NUL characters (\\x00)"
+
+
+def _refuse_nul(what: str, *texts: str | None) -> None:
+    """Refuse a NUL in a text that names stored memories (an id, a scope, a type): PostgreSQL has none.
+
+    Raises:
+        MemoryValueError: a text holds ``\\x00`` (HTTP 422).
+    """
+    if any(t and "\x00" in t for t in texts):
+        raise MemoryValueError(f"{_NUL_MESSAGE}: found one in {what}")
+
+
+def _refuse_nul_scope(scope: Mapping[str, str]) -> None:
+    _refuse_nul("the scope", *scope.keys(), *scope.values())
+
+
 def _has_nul(memory: Memory) -> bool:
     texts = [memory.id, memory.type, memory.content, memory.session_id, scope_key(memory.scope)]
     texts.append(json.dumps(dict(memory.metadata), default=str))
     return any("\x00" in t or "\\u0000" in t for t in texts)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class PostgresMemoryStore(MemoryStore):
@@ -181,6 +212,12 @@ class PostgresMemoryStore(MemoryStore):
             if conn is None or conn.closed:
                 conn = self._connect()
             yield conn
+        except psycopg.errors.DiskFull as exc:  # an OperationalError, but retrying will not help
+            self._release(conn)
+            raise MemoryStoreFull(f"memory database is out of disk space: {_first_line(exc)}") from exc
+        except psycopg.DataError as exc:  # a value PostgreSQL refuses (class 22)
+            self._release(conn)
+            raise MemoryValueError(f"the memory database refused a value: {_first_line(exc)}") from exc
         except psycopg.OperationalError as exc:
             if conn is not None:
                 if conn.broken:  # the server went away: the idle connections are as dead as this one
@@ -242,7 +279,7 @@ class PostgresMemoryStore(MemoryStore):
         """See :meth:`MemoryStore.save` (one upsert statement: one round trip, one commit)."""
         key = scope_key(memory.scope)
         if _has_nul(memory):
-            raise ValueError("PostgreSQL cannot store NUL characters (\\x00) in memory text")
+            raise MemoryValueError(f"{_NUL_MESSAGE}: found one in the memory (id, type, content, scope or metadata)")
         now = datetime.now(UTC)
         stored = stamp(memory, None, now)
         with self._conn() as conn:
@@ -275,6 +312,8 @@ class PostgresMemoryStore(MemoryStore):
         """See :meth:`MemoryStore.retrieve` (full-text search, OR over content words, ``ts_rank`` order)."""
         _check_limit(limit)
         key = scope_key(scope)
+        _refuse_nul_scope(scope)
+        _refuse_nul("types", *(types or ()))
         where, params = self._filters(types, min_confidence)
         words = content_words(query)[:_MAX_QUERY_TERMS]
         with self._conn() as conn:
@@ -304,6 +343,8 @@ class PostgresMemoryStore(MemoryStore):
         """See :meth:`MemoryStore.list`."""
         _check_limit(limit, offset)
         key = scope_key(scope)
+        _refuse_nul_scope(scope)
+        _refuse_nul("types", *(types or ()))
         where, params = self._filters(types, 0.0)
         with self._conn() as conn:
             rows = conn.execute(
@@ -315,6 +356,8 @@ class PostgresMemoryStore(MemoryStore):
     def delete(self, scope: Mapping[str, str], memory_id: str) -> bool:
         """See :meth:`MemoryStore.delete`."""
         key = scope_key(scope)
+        _refuse_nul_scope(scope)
+        _refuse_nul("the id", memory_id)
         with self._conn() as conn:
             cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s AND id = %s", (key, memory_id))
             return cur.rowcount > 0
@@ -322,6 +365,7 @@ class PostgresMemoryStore(MemoryStore):
     def delete_all(self, scope: Mapping[str, str]) -> int:
         """See :meth:`MemoryStore.delete_all`."""
         key = scope_key(scope)
+        _refuse_nul_scope(scope)
         with self._conn() as conn:
             cur = conn.execute("DELETE FROM shortlist_memories WHERE scope_key = %s", (key,))
             return int(cur.rowcount)

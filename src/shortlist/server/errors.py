@@ -89,11 +89,21 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
         return _json(422, "over_budget", str(exc), over_tokens=exc.over_tokens, over_chars=exc.over_chars)
     if isinstance(exc, (CatalogError, MemoryScopeError, MemoryValueError, ConfigError)):
         return _json(400, "bad_request", str(exc))
-    status = getattr(exc, "status_code", None)  # e.g. 503 from a memory store whose database is down
-    if status == 503:
+    status = getattr(exc, "status_code", None)  # a memory store's typed failure
+    if status == 503:  # its database is down
         return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})
+    if status in (500, 507):  # its disk is full (507) or its file damaged (500): the operator must act
+        logger.error("request failed: %s: %s", type(exc).__name__, exc)
+        return _json(status, str(getattr(exc, "code", "internal")), _client_message(exc))
     logger.warning("request failed: %s: %s", type(exc).__name__, exc)
     return _json(502, "upstream_failed", f"{type(exc).__name__}: {exc}")
+
+
+def _client_message(exc: Exception) -> str:
+    """What a client is told of a store failure: its kind, not the server's file paths."""
+    if getattr(exc, "status_code", None) == 507:
+        return "the memory store is out of space; nothing was written. The server log has the details"
+    return "the memory store is damaged; the server log names the file. Nothing was written"
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
