@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 from typing import Any
 
 __all__ = ["register"]
@@ -34,12 +35,19 @@ def register(sub: Any) -> None:
         metavar="PATTERN",
         help="prefixed tool names or globs always listed (repeatable)",
     )
+    p.add_argument(
+        "--feedback-db",
+        metavar="PATH",
+        help="a feedback log (SQLite, created if missing): record every search_tools call, and each call of a "
+        "tool a search found as a use for the search's query; searches rank with the log's examples",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist mcp-proxy`` until the client disconnects."""
     from shortlist.errors import CatalogError
+    from shortlist.feedback.store import FeedbackStore
     from shortlist.mcp.client import MCPClient, parse_server_arg
     from shortlist.mcp.proxy import MCPProxy
     from shortlist.selection.facade import DEFAULT, Shortlist
@@ -49,11 +57,18 @@ def run(args: argparse.Namespace) -> int:
     specs = [parse_server_arg(v) for v in args.mcp_server]
 
     async def main() -> None:
-        with Shortlist(selector=args.selector or DEFAULT, config=args.config, kind="tool") as sl:
+        with contextlib.ExitStack() as stack:
+            feedback = stack.enter_context(FeedbackStore(args.feedback_db)) if args.feedback_db else None
+            sl = stack.enter_context(Shortlist(selector=args.selector or DEFAULT, config=args.config, kind="tool"))
             selector = sl.selector_for("tool")
             async with MCPClient(specs) as client:
                 proxy = MCPProxy(
-                    client, selector=selector, k=args.k, policy=sl.policy, always_include=args.always_include
+                    client,
+                    selector=selector,
+                    k=args.k,
+                    policy=sl.policy,
+                    always_include=args.always_include,
+                    feedback=feedback,
                 )
                 await proxy.serve_stdio()
 

@@ -14,24 +14,42 @@ offers its own client:
   ``notifications/tools/list_changed`` so the client lists again;
 * **forwarding**: a call to ``mcp__<server>__<tool>`` goes to that upstream (with the
   client's reconnect policy). A tool that exists upstream is forwarded even if it was not
-  offered yet; an unknown one is a tool error.
+  offered yet; an unknown one is a tool error;
+* **learning from misses** (with a ``feedback`` log, ``--feedback-db``): every search is
+  recorded (its query and the tools it found), and when the model then calls a tool that a
+  search found, not one it was offered from the start (``always_include``), the call is
+  recorded as a use of that tool for the search's query, once per search and tool. Searches
+  rank the upstream tools enriched with the log's examples
+  (:meth:`~shortlist.feedback.FeedbackStore.enrich`), so the next searches, in this session
+  or the next, learn from it. Each search is a
+  :class:`~shortlist.selection.session.ToolSearched` event, each recorded use a
+  :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call
+  still goes through).
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 import logging
+import uuid
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from shortlist.events import Event, emit
 from shortlist.mcp.client import MCPClient
 from shortlist.mcp.tools import mcp_policy, parse_tool_name
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import NarrowingPolicy, anarrow
+from shortlist.selection.session import ToolSearched
 from shortlist.types import Candidate, Query
 
-__all__ = ["SEARCH_TOOLS", "MCPProxy"]
+if TYPE_CHECKING:
+    from shortlist.feedback.store import FeedbackStore
+
+__all__ = ["SEARCH_TOOLS", "FeedbackFailed", "FoundToolCalled", "MCPProxy"]
 
 logger = logging.getLogger("shortlist.mcp")
 
@@ -48,6 +66,38 @@ _SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class FoundToolCalled(Event):
+    """The model called a tool that a search found (it was not offered from the start)."""
+
+    name: str = "mcp.found_tool_called"
+    area: str = "mcp"
+    level: int = logging.INFO
+    tool: str = ""
+    query: str = ""
+    recorded: bool = False  # False without a feedback log, or when the write failed
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedbackFailed(Event):
+    """Reading the feedback log's examples or recording a search or a use failed; the proxy carried on."""
+
+    name: str = "mcp.feedback_failed"
+    area: str = "mcp"
+    level: int = logging.WARNING
+    what: str = ""  # "examples" (read before a search), "search" or "use"
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """One search of a session: its query, its id in the feedback log and what it found."""
+
+    query: str
+    key: str
+    found: tuple[str, ...]
+
+
 class MCPProxy:
     """The proxy's logic, independent of the transport it is served on.
 
@@ -58,6 +108,8 @@ class MCPProxy:
         policy: the base narrowing policy (``mcp`` is unpinned from it).
         always_include: ``fnmatch`` patterns of prefixed tool names always listed.
         max_offered: the most searched tools kept in a session's list.
+        feedback: a feedback log that records searches and the found tools the model called
+            (and whose examples enrich the tools searches rank); the caller closes it.
     """
 
     def __init__(
@@ -69,6 +121,7 @@ class MCPProxy:
         policy: NarrowingPolicy | None = None,
         always_include: Sequence[str] = (),
         max_offered: int = 50,
+        feedback: FeedbackStore | None = None,
     ) -> None:
         if k < 1:
             raise ValueError("k must be >= 1")
@@ -78,7 +131,9 @@ class MCPProxy:
         self.policy = mcp_policy(policy)
         self.always_include = tuple(always_include)
         self.max_offered = max_offered
+        self.feedback = feedback
         self._offered: dict[int, dict[str, None]] = {}  # session key -> tool ids, most recent last
+        self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
 
     def search_tool(self) -> Candidate:
         """The ``search_tools`` tool definition."""
@@ -104,6 +159,11 @@ class MCPProxy:
         """
         k = max(1, min(int(k or self.k), 50))
         candidates = await self.client.list_candidates()
+        if self.feedback is not None:  # what the model used after earlier searches ranks with the tool
+            try:
+                candidates = self.feedback.enrich(candidates, kind="tool")
+            except Exception as exc:  # a broken log costs the search its examples, nothing more
+                emit(FeedbackFailed(what="examples", error=f"{type(exc).__name__}: {exc}"))
         turn = await anarrow(self.selector, Query(text=query, kind="tool", k=k), candidates, self.policy)
         chosen = list(turn.surfaced[:k])
         offered = self._offered.setdefault(session, {})
@@ -112,6 +172,17 @@ class MCPProxy:
             offered[c.id] = None
         while len(offered) > self.max_offered:
             offered.pop(next(iter(offered)))
+        ids = tuple(c.id for c in chosen)
+        emit(ToolSearched(query=query, found=ids, fallback=turn.fallback))
+        search = _Search(query=query, key=uuid.uuid4().hex, found=ids)
+        found = self._found.setdefault(session, {})
+        for i in ids:
+            if not self._pinned(i):
+                found.pop(i, None)
+                found[i] = search
+        while len(found) > self.max_offered:
+            found.pop(next(iter(found)))
+        await self._record("search", search.query, ids, (), f"mcp-search:{search.key}")
         tools = []
         for c in chosen:
             item: dict[str, Any] = {"name": c.id, "description": c.description, "inputSchema": dict(c.parameters or {})}
@@ -119,6 +190,34 @@ class MCPProxy:
                 item["score"] = turn.scores[c.id]
             tools.append(item)
         return {"query": query, "tools": tools, "fallback": turn.fallback, "selector": turn.selector}
+
+    def _pinned(self, tool: str) -> bool:
+        return any(fnmatch.fnmatchcase(tool, p) for p in self.always_include)
+
+    async def called(self, tool: str, *, session: int = 0) -> bool:
+        """Note that the model called ``tool``; a tool a search found is recorded as a use for its query.
+
+        Returns:
+            True when the call was recorded in the feedback log.
+        """
+        search = self._found.get(session, {}).get(tool)
+        if search is None:  # offered from the start, or forwarded without a search: nothing learnt
+            return False
+        recorded = await self._record("use", search.query, search.found, (tool,), f"mcp-use:{search.key}:{tool}")
+        emit(FoundToolCalled(tool=tool, query=search.query, recorded=recorded))
+        return recorded
+
+    async def _record(
+        self, what: str, query: str, selected: Sequence[str], used: Sequence[str], external_id: str
+    ) -> bool:
+        if self.feedback is None:
+            return False
+        try:  # off the event loop: SQLite may wait for another writer
+            await asyncio.to_thread(self.feedback.record, query, selected, used, kind="tool", external_id=external_id)
+        except Exception as exc:  # the log is best effort; the model's turn goes on
+            emit(FeedbackFailed(what=what, error=f"{type(exc).__name__}: {exc}"))
+            return False
+        return True
 
     def build_server(self, name: str = "shortlist-proxy") -> Any:
         """A low-level ``mcp`` :class:`Server` serving this proxy."""
@@ -161,6 +260,7 @@ class MCPProxy:
             known = {c.id for c in await self.client.list_candidates()}
             if params.name not in known:
                 return error(f"unknown tool {params.name!r}; use search_tools to find tools")
+            await self.called(params.name)
             try:
                 result = await self.client.call(params.name, args)
             except Exception as exc:  # an upstream failure is the model's tool error, not a proxy crash

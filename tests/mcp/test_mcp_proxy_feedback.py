@@ -1,0 +1,111 @@
+"""``shortlist mcp-proxy --feedback-db``: searches and the found tools the model called feed the usage log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.client.stdio import stdio_client
+
+from mcp import ClientSession, StdioServerParameters
+from shortlist.events import Event, event_hooks
+from shortlist.feedback import FeedbackStore
+from shortlist.mcp import MCPClient, parse_server_arg
+from shortlist.mcp.proxy import MCPProxy
+from shortlist.selection import create_builtin_selector
+
+NOW = "mcp__time__get_current_time"
+
+
+def _proxy_args(server_args: dict[str, str], db: Path) -> list[str]:
+    args = ["-m", "shortlist.cli", "mcp-proxy", "--k", "2", "--selector", "lexical", "--feedback-db", str(db)]
+    args += ["--always-include", "mcp__time__convert_time"]
+    for name in ("time", "git"):
+        args += ["--mcp-server", server_args[name]]
+    return args
+
+
+async def _search(s: ClientSession, query: str) -> dict[str, Any]:
+    result = await s.call_tool("search_tools", {"query": query})
+    assert not result.is_error
+    found: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    return found
+
+
+async def test_a_found_tool_the_model_calls_teaches_the_next_searches(
+    server_args: dict[str, str], git_repo: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "feedback" / "log.db"
+    params = StdioServerParameters(command=sys.executable, args=_proxy_args(server_args, db))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        before = await _search(s, "Lisbon wristwatch")
+        assert before["fallback"] is not None  # no tool says anything of the kind yet
+        hit = await _search(s, "current time in Lisbon wristwatch")
+        assert hit["fallback"] is None and hit["tools"][0]["name"] == NOW
+        for _ in range(2):  # the same search and tool are one use, however often it is called
+            now = await s.call_tool(NOW, {"timezone": "Europe/Lisbon"})
+            assert not now.is_error
+        pinned = await s.call_tool(
+            "mcp__time__convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Lisbon"}
+        )
+        assert not pinned.is_error  # offered from the start: nothing to learn
+        log = await s.call_tool("mcp__git__git_log", {"repo_path": str(git_repo)})  # never found by a search
+        assert not log.is_error
+        after = await _search(s, "Lisbon wristwatch")  # the same words, now known for that tool
+        assert after["fallback"] is None and after["tools"][0]["name"] == NOW
+    with FeedbackStore(db) as store:
+        assert store.examples() == {NOW: ["current time in Lisbon wristwatch"]}
+        stats = store.stats()
+        assert stats["turns"] == 4 and stats["uses"] == 1  # three searches, one use
+    # a new proxy on the same log starts out knowing it
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        again = await _search(s, "Lisbon wristwatch")
+        assert again["fallback"] is None and again["tools"][0]["name"] == NOW
+
+
+async def test_proxy_events_and_a_failing_log(server_args: dict[str, str], tmp_path: Path) -> None:
+    events: list[Event] = []
+    store = FeedbackStore(tmp_path / "log.db")
+    async with MCPClient([parse_server_arg(server_args["time"])]) as client:
+        proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=1, feedback=store)
+        with event_hooks(events.append):
+            found = await proxy.search("current time in a timezone")
+            assert [t["name"] for t in found["tools"]] == [NOW]
+            assert await proxy.called(NOW) is True
+            assert await proxy.called("mcp__time__convert_time") is False  # not found by a search
+            store.close()  # the log breaks: searches and calls carry on
+            found = await proxy.search("what time is it now")
+            assert found["tools"] and await proxy.called(NOW) is False
+    by_name = [(e.name, e) for e in events if e.area == "mcp" or e.name == "selection.tool_searched"]
+    names = [n for n, _ in by_name]
+    assert names == [
+        "selection.tool_searched",
+        "mcp.found_tool_called",
+        "mcp.feedback_failed",
+        "selection.tool_searched",
+        "mcp.feedback_failed",
+        "mcp.feedback_failed",
+        "mcp.found_tool_called",
+    ]
+    searched = by_name[0][1]
+    assert searched.found == (NOW,) and searched.query == "current time in a timezone"  # type: ignore[attr-defined]
+    used = by_name[1][1]
+    assert used.tool == NOW and used.recorded is True  # type: ignore[attr-defined]
+    failures = [(e.what, "ProgrammingError" in e.error) for n, e in by_name if n == "mcp.feedback_failed"]  # type: ignore[attr-defined]
+    assert failures == [("examples", True), ("search", True), ("use", True)]
+    assert by_name[-1][1].recorded is False  # type: ignore[attr-defined]
+
+
+async def test_without_a_log_the_proxy_records_nothing(server_args: dict[str, str]) -> None:
+    events: list[Event] = []
+    async with MCPClient([parse_server_arg(server_args["time"])]) as client:
+        proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=1)
+        with event_hooks(events.append):
+            await proxy.search("current time in a timezone")
+            assert await proxy.called(NOW) is False
+    called = [e for e in events if e.name == "mcp.found_tool_called"]
+    assert len(called) == 1 and called[0].recorded is False  # type: ignore[attr-defined]
