@@ -99,7 +99,12 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
             service.close()
             executor.shutdown(wait=False, cancel_futures=True)
 
+    # Swagger UI and ReDoc load their scripts from a CDN (blank offline) and FastAPI serves them
+    # without any key: with keys they are off, and clients read /openapi.json (see docs/deploy.md).
+    docs = not settings.api_keys
     app = FastAPI(
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
         responses=_ERROR_RESPONSES,
         title="shortlist",
         version=__version__,
