@@ -18,7 +18,6 @@ It holds no state between turns, so concurrent turns cannot see each other's nar
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import fnmatch
 import logging
 import threading
@@ -32,6 +31,7 @@ from typing import Any, Literal
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit
 from shortlist.selection.base import Selector
+from shortlist.selection.isolation import arun_isolated, run_isolated
 from shortlist.types import Candidate, Query, Selection
 
 __all__ = [
@@ -65,8 +65,6 @@ _BENIGN = frozenset({"no_selector", "empty_query", "no_candidates"})
 
 Order = Literal["ranking", "source"]
 OnAbstain = Literal["all", "pins"]
-
-_executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="shortlist-select")
 
 
 def is_wildcard(candidate_id: str) -> bool:
@@ -427,15 +425,10 @@ def narrow(
     try:
         if policy.timeout_s is None:
             answer: Any = selector.select(query, rankable)
-        else:
-            future = _executor.submit(selector.select, query, rankable)
-            try:
-                answer = future.result(timeout=policy.timeout_s)
-            except concurrent.futures.TimeoutError:
-                future.cancel()
-                raise SelectorTimeout(
-                    f"in-process selector did not answer within {policy.timeout_s:.3f} s", selector=selector.name
-                ) from None
+        else:  # on the selector's own pool: a hung selector can exhaust only its own threads
+            answer = run_isolated(
+                selector, selector.select, query, rankable, timeout_s=policy.timeout_s, hooks=tuple(hooks)
+            )
     except SelectorTimeout as exc:
         elapsed = (time.perf_counter() - start) * 1000
         return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
@@ -463,7 +456,12 @@ async def anarrow(
     rankable = split.rankable
     start = time.perf_counter()
     try:
-        answer: Any = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
+        if policy.timeout_s is not None and type(selector).aselect is Selector.aselect:  # thread-run, deadline
+            answer: Any = await arun_isolated(
+                selector, selector.select, query, rankable, timeout_s=policy.timeout_s, hooks=tuple(hooks)
+            )
+        else:
+            answer = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
     except (TimeoutError, SelectorTimeout) as exc:
         elapsed = (time.perf_counter() - start) * 1000
         err = (
