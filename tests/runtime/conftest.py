@@ -62,3 +62,73 @@ def chat_server() -> Iterator[Callable[[Script], ChatServer]]:
     yield start
     for s in servers:
         s.close()
+
+
+AnthropicScript = Callable[[dict[str, Any]], list[dict[str, Any]]]
+
+
+class AnthropicServer:
+    """Serves ``POST /v1/messages`` (the Messages API) by calling ``script(request) -> content blocks``.
+
+    Records each request body and its headers, as the official SDK sent them.
+    """
+
+    def __init__(self, script: AnthropicScript) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if self.path != "/v1/messages":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                blocks = outer.script(body)
+                stop = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
+                message = {
+                    "id": f"msg_{len(outer.requests)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "m"),
+                    "content": blocks,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 1, "output_tokens": 1},
+                }
+                data = json.dumps(message).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[Callable[[AnthropicScript], AnthropicServer]]:
+    servers: list[AnthropicServer] = []
+
+    def start(script: AnthropicScript) -> AnthropicServer:
+        s = AnthropicServer(script)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()

@@ -123,3 +123,35 @@ def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path
     conv.send({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]})
     last_index = {t["function"]["name"]: t["function"]["description"] for t in requests[-1]["tools"]}
     assert "spreadsheets" in last_index["skill__activate"]
+
+
+def test_mcp_servers_start_once_across_send_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shortlist.mcp.client import MCPClient
+
+    starts: list[int] = []
+    real_start = MCPClient.start
+
+    async def counting_start(self: MCPClient) -> None:
+        starts.append(1)
+        await real_start(self)
+
+    monkeypatch.setattr(MCPClient, "start", counting_start)
+
+    def script(req: dict[str, Any]) -> dict[str, Any]:
+        if req["messages"][-1]["role"] == "user":
+            fn = {"name": "mcp__time__get_current_time", "arguments": json.dumps({"timezone": "UTC"})}
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "t", "type": "function", "function": fn}],
+            }
+        return {"role": "assistant", "content": "It is " + req["messages"][-1]["content"][:80]}
+
+    pack = Pack(mcp_servers={"time": f"{_server('mcp-server-time')} --local-timezone UTC"})
+    conv = Conversation(pack, model=script, tool_selector=None)
+    try:
+        results = [conv.send(f"what is the current time in UTC? ({i})") for i in range(3)]
+    finally:
+        conv.close()
+    assert len(starts) == 1  # one event loop for the conversation's lifetime: the server lives across turns
+    assert all(r.report.tool_calls[0].source == "mcp" and r.report.tool_calls[0].ok for r in results)

@@ -283,7 +283,11 @@ class Conversation:
 
     def _submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
         # run on the conversation's loop, in a copy of the caller's context (scoped event hooks apply)
-        loop = self._ensure_loop()
+        try:
+            loop = self._ensure_loop()
+        except RuntimeError:
+            coro.close()  # never started: no "never awaited" warning
+            raise
         return contextvars.copy_context().run(asyncio.run_coroutine_threadsafe, coro, loop)
 
     # -- the turn ------------------------------------------------------------------------------
