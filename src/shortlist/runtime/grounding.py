@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.runtime.report import TurnReport
+
+if TYPE_CHECKING:
+    from shortlist.runtime.conversation import Pack
 
 __all__ = ["Grounding"]
 
@@ -25,7 +28,7 @@ class Grounding:
         budget_tokens: token budget of each injected block.
     """
 
-    def __init__(self, pack: Any, *, budget_tokens: int = 1000) -> None:
+    def __init__(self, pack: Pack, *, budget_tokens: int = 1000) -> None:
         self.pack = pack
         self.budget_tokens = budget_tokens
 
