@@ -7,7 +7,6 @@ narrowing policy, and answers :meth:`Shortlist.select` with a
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,15 +183,6 @@ class Shortlist:
         return await anarrow(
             self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=(*self._hooks, *hooks)
         )
-
-    def with_selector(self, selector: Selector | str | None) -> Shortlist:
-        """A view of this binding (same catalog, registry, policy and hooks) that ranks with ``selector``.
-
-        The view shares this object's selectors: close this object, not the view.
-        """
-        view = copy.copy(self)
-        view._selector_arg = selector
-        return view
 
     def _candidates(self, candidates: Sequence[Candidate] | None) -> Sequence[Candidate]:
         return self.catalog if candidates is None else candidates

@@ -136,7 +136,7 @@ def binding(state: ServiceState, selector: str | None) -> Shortlist:
         return state.shortlist
     if selector not in state.selector_names():
         raise ApiError(404, "unknown_selector", f"no selector named {selector!r}")
-    return state.shortlist.with_selector(selector)
+    return state.shortlist.derive(selector=selector)
 
 
 @router.post("/v1/select", response_model=SelectResponse, summary="Select the tools or skills for one turn")
