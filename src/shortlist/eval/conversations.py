@@ -42,7 +42,14 @@ from shortlist.errors import CatalogError, ConfigError
 from shortlist.eval.datasets import load_tools
 from shortlist.eval.runner import definition_text, make_counter
 from shortlist.selection.cousage import CoUsage
-from shortlist.selection.session import SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
+from shortlist.selection.session import (
+    SEARCH_TOOL_DESCRIPTION,
+    SEARCH_TOOL_NAME,
+    SEARCH_TOOL_PARAMETERS,
+    OfferPolicy,
+    Prices,
+    ToolSession,
+)
 from shortlist.types import Candidate
 
 __all__ = [
@@ -61,13 +68,8 @@ STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred")
 #: The search tool as offered to the model (its definition is part of the tools block).
 SEARCH_TOOL_DEFINITION: dict[str, Any] = {
     "name": SEARCH_TOOL_NAME,
-    "description": "Search the tool catalog for tools that are not loaded yet. Describe the action you need; "
-    "the best matching tools become callable.",
-    "parameters": {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "what the tool should do"}},
-        "required": ["query"],
-    },
+    "description": SEARCH_TOOL_DESCRIPTION,
+    "parameters": SEARCH_TOOL_PARAMETERS,
 }
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shortlist.runtime.model import ModelError
-from shortlist.selection.session import SEARCH_TOOL_NAME
+from shortlist.selection.session import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 
 __all__ = [
     "ANTHROPIC_BETAS",
@@ -96,16 +96,7 @@ class ToolDef:
 
 
 #: The runtime's tool-search tool (the in-turn escape hatch).
-FIND_TOOLS = ToolDef(
-    SEARCH_TOOL_NAME,
-    "Search the tool catalog for tools that are not loaded yet. Describe the action you need; "
-    "the best matching tools become callable.",
-    {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "what the tool should do"}},
-        "required": ["query"],
-    },
-)
+FIND_TOOLS = ToolDef(SEARCH_TOOL_NAME, SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_PARAMETERS)
 
 
 @dataclass(frozen=True, slots=True)

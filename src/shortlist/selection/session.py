@@ -53,7 +53,9 @@ __all__ = [
     "DEFAULT_POLICY",
     "MISS_RATE",
     "OFFER_POLICIES",
+    "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
+    "SEARCH_TOOL_PARAMETERS",
     "Offer",
     "OfferChanged",
     "OfferPolicy",
@@ -74,6 +76,16 @@ OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
 DEFAULT_POLICY: OfferPolicy = "deferred"
 #: The name of the tool-search tool a ``stable`` or ``deferred`` conversation offers.
 SEARCH_TOOL_NAME = "find_tools"
+#: Its description and JSON Schema, as every request format and the cost model render it.
+SEARCH_TOOL_DESCRIPTION = (
+    "Search the tool catalog for tools that are not loaded yet. Describe the action you need; "
+    "the best matching tools become callable."
+)
+SEARCH_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "what the tool should do"}},
+    "required": ["query"],
+}
 
 
 @dataclass(frozen=True, kw_only=True)
