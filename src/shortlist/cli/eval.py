@@ -19,7 +19,8 @@ def register(sub: Any) -> None:
     """Add the ``eval`` subcommand (and its ``prepare`` action)."""
     p: argparse.ArgumentParser = sub.add_parser(
         "eval",
-        help="measure a selector on a tool-retrieval dataset",
+        allow_abbrev=False,  # 'eval prepare --cache' must never read as --cache-write/--cache-read
+        help="measure a selector on a tool-retrieval or conversation dataset",
         description="Rank the whole catalog of DIR/tools.jsonl for every query of DIR/queries.jsonl and "
         "report Recall@1/5/10, nDCG@10, MRR@10, abstention, tokens, build time and latency.",
     )

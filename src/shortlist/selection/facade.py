@@ -187,6 +187,11 @@ class Shortlist:
     def _candidates(self, candidates: Sequence[Candidate] | None) -> Sequence[Candidate]:
         return self.catalog if candidates is None else candidates
 
+    @property
+    def hooks(self) -> tuple[EventHook, ...]:
+        """This binding's own event hooks (its ``on_event``), for code that emits on its behalf."""
+        return self._hooks
+
     def close(self) -> None:
         """Close the selectors this object built (external processes, connections)."""
         if self._owns_registry:

@@ -282,7 +282,7 @@ class Offer:
 
 def _hooks(shortlist: Shortlist, extra: Sequence[EventHook]) -> tuple[EventHook, ...]:
     """The binding's own hooks (its ``on_event``) and this call's."""
-    return (*shortlist._hooks, *extra)
+    return (*shortlist.hooks, *extra)
 
 
 def _check_policy(policy: str) -> OfferPolicy:
