@@ -156,3 +156,18 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     bad.write_text('{"qid": "x", "text": "hello"}\n')
     out = cli("feedback", "import", "--db", db, str(bad))
     assert out.returncode == 2 and "missing field 'gold'" in out.stderr
+
+
+def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
+    from shortlist.selection.cousage import CoUsage
+
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("start the car", selected=["start_engine"], used=["press_brake", "start_engine"])
+    store.record("start it again", selected=["start_engine"], used=["start_engine", "press_brake"])
+    store.record("weather?", selected=["get_weather"], used=[])
+    store.record("a skill", used=["pdf"], kind="skill")
+    assert sorted(map(sorted, store.used_sets())) == [["press_brake", "start_engine"]] * 2
+    assert store.used_sets(kind="skill") == [("pdf",)]
+    assert len(store.used_sets(limit=1)) == 1
+    co = CoUsage.from_feedback(store)
+    assert co.companions(["start_engine"]) == ["press_brake"]

@@ -159,8 +159,14 @@ def test_anthropic_deferred_conversation_over_the_sdk(anthropic_server) -> None:
     assert r1.report.tool_tokens > 0 and r3.report.tool_tokens > r1.report.tool_tokens  # loaded definitions count
     assert conv.session.state.called == ("get_weather", "send_email")
     assert any(e["name"] == "selection.tool_searched" for e in r2.report.events)
-    # the search is in the feedback log, with the tool the model then called as its use
-    assert feedback.examples(kind="tool").get("send_email") == ["send an email"]
+    # the search and every turn are in the feedback log, with the tools the model then called as uses
+    assert set(feedback.examples(kind="tool")["send_email"]) == {
+        "send an email",
+        "email bob to say hi",
+        "email alice too",
+    }
+    assert feedback.examples(kind="tool")["get_weather"] == ["what is the weather in Paris"]
+    assert ("send_email",) in feedback.used_sets()
 
 
 def test_prefetched_tools_arrive_as_a_synthetic_search_pair() -> None:
@@ -324,3 +330,30 @@ def test_two_threads_sending_on_one_conversation_both_complete() -> None:
         conv.close()
     with pytest.raises(RuntimeError, match="closed"):
         conv.send("after close")
+
+
+def test_a_packs_feedback_log_teaches_the_prefetch_what_comes_along(tmp_path: Any) -> None:
+    feedback = FeedbackStore(tmp_path / "fb.db")
+    for text in ("book a flight to Rome and pay in euros", "flight to Oslo, in crowns"):
+        feedback.record(text, selected=["book_flight"], used=["book_flight", "convert_currency"])
+
+    def answer(req: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
+
+    def flights(q: Any, c: Any) -> list[str]:
+        return ["book_flight"] if "flight" in q.text else ["get_weather"]
+
+    conv = Conversation(
+        Pack(tools=TOOLS, feedback=feedback),
+        model=answer,
+        format="anthropic",
+        k=1,
+        tool_selector=FunctionSelector(flights, name="flights"),
+    )
+    try:
+        conv.send("what is the weather in Paris")
+        second = conv.send("book a flight to Rome")
+    finally:
+        conv.close()
+    assert second.report.offer is not None
+    assert second.report.offer["prefetched"] == ["book_flight", "convert_currency"]  # learned, never named

@@ -61,7 +61,7 @@ def test_per_turn_narrows_every_turn_and_counts_changes() -> None:
 
 def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
     events: list[Event] = []
-    s = ToolSession(shortlist(events), policy="deferred", k=1, search_k=1)
+    s = ToolSession(shortlist(events), policy="deferred", k=1, search_k=1, prefetch=0)
     first = s.offer("weather in Oslo")
     assert first.block == ("get_weather", "memory__recall") and first.search_tool
     assert set(first.deferred) == {"book_flight", "send_email", "convert_currency"}
@@ -75,6 +75,12 @@ def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
     assert third.loaded == ("book_flight",) and not third.changed
     assert next(e for e in events if isinstance(e, ToolSearched)).found == ("book_flight",)
     assert not [e for e in events if isinstance(e, OfferChanged)]
+
+
+def test_deferred_prefetches_three_by_default_and_zero_otherwise() -> None:
+    assert ToolSession(shortlist(), policy="deferred").prefetch == 3
+    assert ToolSession(shortlist(), policy="stable").prefetch == 0
+    assert ToolSession(shortlist(), policy="per_turn").prefetch == 0
 
 
 def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:

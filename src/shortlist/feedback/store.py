@@ -59,7 +59,7 @@ def _quick_check(db: sqlite3.Connection, path: str) -> None:
     if [tuple(r) for r in rows] != [("ok",)]:
         lines = [line for row in rows for line in str(row[0]).splitlines() if line.strip()]
         raise CatalogError(
-            f"{path}: feedback database is damaged (PRAGMA quick_check: {'; '.join(lines[:3])}); "
+            f"{path}: not a usable feedback database: it is damaged (PRAGMA quick_check: {'; '.join(lines[:3])}); "
             "restore it from a backup, or move it away to start an empty one"
         )
 
@@ -213,6 +213,27 @@ class FeedbackStore:
             cached = {cid: list(texts) for cid, texts in out.items()}
             self._cache[kind] = cached
         return cached
+
+    def used_sets(self, *, kind: str | None = "tool", limit: int = 100_000) -> list[tuple[str, ...]]:
+        """The ids used together in each recorded turn that used any, newest first (co-usage).
+
+        Args:
+            kind: only turns of this kind (None: every kind).
+            limit: the most turns returned.
+        """
+        where, params = ("WHERE t.kind = ?", [kind]) if kind is not None else ("", [])
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT u.turn_id, u.candidate_id FROM uses u JOIN turns t ON t.id = u.turn_id {where} "
+                "ORDER BY u.turn_id DESC",
+                params,
+            ).fetchall()
+        sets: dict[int, list[str]] = {}
+        for turn_id, candidate in rows:
+            if turn_id not in sets and len(sets) >= limit:
+                break
+            sets.setdefault(int(turn_id), []).append(str(candidate))
+        return [tuple(ids) for ids in sets.values()]
 
     def examples(
         self, ids: Iterable[str] | None = None, *, kind: str | None = None, limit: int | None = None

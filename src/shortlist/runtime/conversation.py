@@ -62,6 +62,7 @@ from shortlist.runtime.model import CallableModel, ChatModel
 from shortlist.runtime.report import ToolCallRecord, TurnReport, TurnResult
 from shortlist.runtime.tools import Tool
 from shortlist.selection.base import Selector
+from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.selection.narrowing import TurnSelection, is_wildcard
 from shortlist.selection.query import last_user_text
@@ -89,7 +90,6 @@ _T = TypeVar("_T")
 #: Tool-name prefixes the runtime's own tools use; a host tool may not take them.
 RESERVED_TOOL_PREFIXES: tuple[str, ...] = ("memory__", "skill__")
 #: How many of the turn's top-ranked deferred tools a ``deferred`` conversation prefetches.
-DEFAULT_PREFETCH = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,6 +185,9 @@ class Conversation:
         search_k: tools one ``find_tools`` call returns.
         prefetch: ``deferred`` only: the most of this turn's top-ranked deferred tools loaded
             into the history before the model call (None: 3 under ``deferred``, else 0).
+        co_usage: tools called together; prefetches and searches bring a tool's usual
+            companions along. Share one across a pack's conversations; None: a fresh one,
+            seeded from ``pack.feedback`` when the pack has a feedback log.
         max_rounds: model calls per turn before giving up.
         max_tokens / max_chars: the history budget (None: no reduction).
         reduction: ``"relevance"`` (default) or ``"newest"``: the local reducer.
@@ -209,6 +212,7 @@ class Conversation:
         k: int = 5,
         search_k: int = 5,
         prefetch: int | None = None,
+        co_usage: CoUsage | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
         max_chars: int | None = None,
@@ -239,7 +243,8 @@ class Conversation:
             policy=policy,
             k=k,
             search_k=search_k,
-            prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if prefetch is None else prefetch,
+            prefetch=prefetch,
+            co_usage=co_usage if co_usage is not None else _co_usage_of(pack),
         )
         self.pack = pack
         self.model: ChatModel = model if isinstance(model, ChatModel) else CallableModel(model)
@@ -363,7 +368,7 @@ class Conversation:
 
         # 4-5. request, model, tools, until an answer
         answer, request, stopped = await self._loop_rounds(system, history, report)
-        await self._learn(report)
+        await self._learn(report, text)
         report.tool_tokens = self._tool_tokens()
         report.timings_ms["total"] = _elapsed(t_total)
         overhead = (
@@ -535,14 +540,26 @@ class Conversation:
             mode = "names"  # stable / per_turn: the definitions join the next request's tools
         return search_result_content(self.format, defs, mode=mode)
 
-    async def _learn(self, report: TurnReport) -> None:
-        """Record the model's calls in the session and this turn's searches in the feedback log."""
+    async def _learn(self, report: TurnReport, text: str) -> None:
+        """Record the model's calls in the session, and the turn and its searches in the feedback log."""
         called = [c.name for c in report.tool_calls if c.source not in ("search", "unknown")]
         self.session.record_calls(called)
         feedback = self.pack.feedback
-        if feedback is None or not report.searches:
+        if feedback is None:
             return
         used = set(called)
+        host_used = [n for n in dict.fromkeys(called) if not n.startswith(RESERVED_TOOL_PREFIXES)]
+        if text.strip() and host_used:  # the turn: its query becomes an example of what it used
+            try:
+                await asyncio.to_thread(
+                    feedback.record,
+                    Query(text, "tool", self.k, self.pack.id, self.pack.agent_id),
+                    selected=list(self.session.state.available),
+                    used=host_used,
+                    kind="tool",
+                )
+            except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
+                emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
         for s in report.searches:
             if not s["query"].strip():
                 continue
@@ -653,6 +670,17 @@ class Conversation:
             await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._aclose(), loop))
         finally:
             await asyncio.to_thread(self._stop, loop, thread)
+
+
+def _co_usage_of(pack: Pack) -> CoUsage:
+    """A co-usage table for a new conversation: seeded from the pack's feedback log, if any."""
+    if pack.feedback is None:
+        return CoUsage()
+    try:
+        return CoUsage.from_feedback(pack.feedback)
+    except Exception as exc:  # an unreadable log: learn from this conversation only (an event)
+        emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
+        return CoUsage()
 
 
 def _make_reducer(max_tokens: int | None, max_chars: int | None, kind: str) -> ReductionStage | None:

@@ -15,6 +15,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shortlist.feedback import FeedbackStore
 
 __all__ = ["CoUsage"]
 
@@ -57,6 +61,12 @@ class CoUsage:
         for used in turns:
             self.observe(used)
         return self
+
+    @classmethod
+    def from_feedback(cls, store: FeedbackStore, *, kind: str = "tool", **options: int | float) -> CoUsage:
+        """Counts seeded from every turn of a feedback log (``options``: as the constructor's)."""
+        co = cls(**options)  # type: ignore[arg-type]
+        return co.observe_all(store.used_sets(kind=kind))
 
     def companions(self, ids: Sequence[str], *, exclude: Iterable[str] = ()) -> list[str]:
         """The tools usually called with ``ids``, strongest first, not in ``ids`` or ``exclude``."""

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DEFAULT_PREFETCH",
     "MISS_RATE",
     "OFFER_POLICIES",
     "SEARCH_TOOL_DESCRIPTION",
@@ -74,6 +75,8 @@ OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
 #: The policy a :class:`ToolSession` uses unless told otherwise: it measured best on cost and
 #: completeness in the conversation replay (``docs/evaluation.md``).
 DEFAULT_POLICY: OfferPolicy = "deferred"
+#: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
+DEFAULT_PREFETCH = 3
 #: The name of the tool-search tool a ``stable`` or ``deferred`` conversation offers.
 SEARCH_TOOL_NAME = "find_tools"
 #: Its description and JSON Schema, as every request format and the cost model render it.
@@ -499,7 +502,8 @@ class ToolSession:
         k: tools ranked into the block besides pins (the first turn's hot tools).
         search_k: tools a search returns.
         prices: cache prices used by ``stable``'s change rule.
-        prefetch: ``deferred``: this turn's top tools loaded into the history before the call.
+        prefetch: ``deferred``: this turn's top tools loaded into the history before the call
+            (None: :data:`DEFAULT_PREFETCH` under ``deferred``, else 0).
         co_usage: tools called together (shared by a pack's conversations; learns from
             :meth:`record_calls`).
         horizon: ``stable``: model calls the conversation is expected to make (see
@@ -515,12 +519,14 @@ class ToolSession:
         k: int | None = None,
         search_k: int = 5,
         prices: Prices | None = None,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         co_usage: CoUsage | None = None,
         horizon: int = 5,
         state: OfferState | None = None,
     ) -> None:
         self.shortlist = shortlist
+        if prefetch is None:
+            prefetch = DEFAULT_PREFETCH if policy == "deferred" else 0
         if prefetch < 0:
             raise ConfigError("prefetch must be non-negative")
         self.prefetch = prefetch
