@@ -124,6 +124,7 @@ def test_anthropic_deferred_conversation_over_the_sdk(anthropic_server) -> None:
         format="anthropic",
         k=1,
         prefetch=0,
+        hot=1,  # keep the first turn's top tool in the fixed block
         tool_selector=FunctionSelector(only_weather, name="weather-only"),
     )
     assert conv.offer_policy == "deferred"  # the Anthropic default
@@ -258,6 +259,7 @@ def test_openai_deferred_adds_found_tools_and_carries_definitions() -> None:
         model=script,
         offer_policy="deferred",
         prefetch=0,
+        hot=1,  # keep the first turn's top tool in the fixed block
         k=1,
         search_k=1,
         tool_selector=FunctionSelector(only_weather, name="weather-only"),

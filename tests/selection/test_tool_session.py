@@ -61,7 +61,7 @@ def test_per_turn_narrows_every_turn_and_counts_changes() -> None:
 
 def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
     events: list[Event] = []
-    s = ToolSession(shortlist(events), policy="deferred", k=1, search_k=1, prefetch=0)
+    s = ToolSession(shortlist(events), policy="deferred", k=1, search_k=1, prefetch=0, hot=1)
     first = s.offer("weather in Oslo")
     assert first.block == ("get_weather", "memory__recall") and first.search_tool
     assert set(first.deferred) == {"book_flight", "send_email", "convert_currency"}
@@ -84,7 +84,7 @@ def test_deferred_prefetches_three_by_default_and_zero_otherwise() -> None:
 
 
 def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:
-    s = ToolSession(shortlist(), policy="deferred", k=1, prefetch=1)
+    s = ToolSession(shortlist(), policy="deferred", k=1, prefetch=1, hot=1)
     s.offer("weather in Oslo")
     offer = s.offer("send an email to Ann")
     assert offer.prefetched == ("send_email",) and offer.loaded == ("send_email",)
@@ -251,3 +251,14 @@ def test_stable_offers_the_whole_catalog_when_narrowing_would_cost_more() -> Non
     s.search("book a flight", prefix_tokens=100_000)  # a forced change at a long prefix: make it the last
     assert set(s.state.block) == {c.id for c in CATALOG}
     assert [e.reason for e in events if isinstance(e, OfferChanged)] == ["whole_catalog_cheaper"]
+
+
+def test_deferred_by_default_fixes_a_block_of_pins_and_prefetches_from_the_first_turn() -> None:
+    s = ToolSession(shortlist(), policy="deferred", k=2)
+    first = s.offer("weather in Oslo")
+    assert first.block == ("memory__recall",) and first.search_tool and first.reason == "first_turn"
+    assert first.prefetched == ("get_weather",) and "get_weather" in first.available
+    second = s.offer("book a flight")
+    assert second.block == first.block and not second.changed and second.prefetched == ("book_flight",)
+    with pytest.raises(ConfigError):
+        ToolSession(shortlist(), hot=-1)

@@ -87,7 +87,7 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factor
 
 def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_factory: Any) -> None:
     with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
-        first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris", "k": 2}).json()
+        first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris", "k": 2, "hot": 2}).json()
         assert first["policy"] == "deferred" and first["search_tool"] is True and first["reason"] == "first_turn"
         assert "get_weather_forecast" in first["block"] and "memory__recall" in first["block"]  # pinned
         assert "send_email" in first["deferred"]
@@ -164,6 +164,7 @@ def test_messages_and_query_text_decide_the_same(server_factory: Any) -> None:
                 "candidates": [{"id": "a", "description": "send an email"}, {"id": "b", "description": "weather"}],
                 "query": "email",
                 "k": 1,
+                "hot": 1,
                 "selector": "lexical",
             },
         ).json()

@@ -43,6 +43,7 @@ from shortlist.eval.datasets import load_tools
 from shortlist.eval.runner import definition_text, make_counter
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.session import (
+    PREFETCH_QUERY,
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     SEARCH_TOOL_PARAMETERS,
@@ -233,7 +234,7 @@ class _Replay:
                     prefetched = [self.by_id[i] for i in offer.prefetched]
                     ask = {
                         "role": "assistant",
-                        "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": turn.user}}],
+                        "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": PREFETCH_QUERY}}],
                     }
                     res = {"role": "tool", "content": [definition_text(c) for c in prefetched]}
                     meter.history_tokens += self.message_tokens(ask) + self.message_tokens(res)

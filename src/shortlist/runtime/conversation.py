@@ -66,7 +66,14 @@ from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.selection.narrowing import TurnSelection, is_wildcard
 from shortlist.selection.query import last_user_text
-from shortlist.selection.session import OFFER_POLICIES, SEARCH_TOOL_NAME, Offer, OfferPolicy, ToolSession
+from shortlist.selection.session import (
+    OFFER_POLICIES,
+    PREFETCH_QUERY,
+    SEARCH_TOOL_NAME,
+    Offer,
+    OfferPolicy,
+    ToolSession,
+)
 from shortlist.types import Candidate, Query
 
 if TYPE_CHECKING:
@@ -183,6 +190,8 @@ class Conversation:
             OpenAI chat completions, which has no deferred loading).
         k: tools (and skills) ranked into the offer per turn besides pins.
         search_k: tools one ``find_tools`` call returns.
+        hot: ``deferred`` only: the first turn's top tools kept in the fixed tools block
+            (default 0: the block is the pins, the runtime's tools and ``find_tools``).
         prefetch: ``deferred`` only: the most of this turn's top-ranked deferred tools loaded
             into the history before the model call (None: 3 under ``deferred``, else 0).
         co_usage: tools called together; prefetches and searches bring a tool's usual
@@ -211,6 +220,7 @@ class Conversation:
         offer_policy: OfferPolicy | None = None,
         k: int = 5,
         search_k: int = 5,
+        hot: int = 0,
         prefetch: int | None = None,
         co_usage: CoUsage | None = None,
         max_rounds: int = 8,
@@ -243,6 +253,7 @@ class Conversation:
             policy=policy,
             k=k,
             search_k=search_k,
+            hot=hot,
             prefetch=prefetch,
             co_usage=co_usage if co_usage is not None else _co_usage_of(pack),
         )
@@ -464,7 +475,7 @@ class Conversation:
         if not defs:
             return
         call_id = f"prefetch_{self._turns}"
-        fn = {"name": SEARCH_TOOL_NAME, "arguments": json.dumps({"query": text}, ensure_ascii=False)}
+        fn = {"name": SEARCH_TOOL_NAME, "arguments": json.dumps({"query": PREFETCH_QUERY})}
         self.history.append(
             {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": fn}]}
         )

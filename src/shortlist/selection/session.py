@@ -9,15 +9,20 @@ conversation was offered and what the model called, and decides each turn's offe
   block changes whenever the ranking does).
 * ``stable``: the tools block is the pins, a tool-search tool and the first turn's top ``k``;
   it changes only when the model's search found a tool it needs (the found tools join the
-  block, once, with the reason recorded) or when re-writing the cached prefix costs less than
-  the search round trip it saves (:meth:`Prices.worth_changing`). For providers whose API
-  can only call tools listed in the request's tools array (OpenAI chat completions, most
+  block, with the reason recorded) or when re-writing the cached prefix costs less than the
+  search round trip it saves (:meth:`Prices.worth_changing`); when the re-writes narrowing is
+  expected to force cost more than carrying the whole catalog (a long history), the whole
+  catalog joins at once and the block never changes again. For providers whose API can only
+  call tools listed in the request's tools array (OpenAI chat completions, most
   OpenAI-compatible servers).
-* ``deferred``: the tools block never changes after the first turn (pins, a tool-search tool
-  and the first turn's top ``k`` as the hot tools); the rest of the catalog is deferred and
-  enters *in the history*, after the cached prefix, through the provider's deferred loading
+* ``deferred``: the tools block never changes: the pins and a tool-search tool (plus the first
+  turn's ``hot`` top tools, none by default). The rest of the catalog is deferred and enters
+  *in the history*, after the cached prefix, through the provider's deferred loading
   (Anthropic ``defer_loading`` + ``tool_reference``; OpenAI Responses tool search) or, for
-  any other model, through the definitions a ``find_tools`` result carries.
+  any other model, through the definitions a ``find_tools`` result carries. Each turn the
+  runtime *prefetches* the turn's top ``prefetch`` tools (and, with co-usage, the tools
+  usually called with them) that way, before the model call and without one; the model
+  searches for the rest.
 
 The decision is a pure function of an :class:`OfferState` (a small JSON-ready value) and the
 turn's query, so the HTTP service can answer it without server-side session state: the client
@@ -54,6 +59,7 @@ __all__ = [
     "DEFAULT_PREFETCH",
     "MISS_RATE",
     "OFFER_POLICIES",
+    "PREFETCH_QUERY",
     "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
     "SEARCH_TOOL_PARAMETERS",
@@ -77,6 +83,9 @@ OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
 DEFAULT_POLICY: OfferPolicy = "deferred"
 #: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
 DEFAULT_PREFETCH = 3
+#: The query of the synthetic ``find_tools`` call that carries a turn's prefetched tools (a
+#: label for the model: the user's message is right above it, so it is not repeated).
+PREFETCH_QUERY = "tools for the request above"
 #: The name of the tool-search tool a ``stable`` or ``deferred`` conversation offers.
 SEARCH_TOOL_NAME = "find_tools"
 #: Its description and JSON Schema, as every request format and the cost model render it.
@@ -307,6 +316,7 @@ def decide_offer(
     prefetch: int = 0,
     co_usage: CoUsage | None = None,
     horizon: int = 5,
+    hot: int = 0,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -324,6 +334,8 @@ def decide_offer(
         prefetch: ``deferred`` only: the most of this turn's top-ranked tools the runtime
             loads into the history before the model call (no model call needed; 0: none).
         co_usage: with ``prefetch``, also load the tools usually called with the likely ones.
+        hot: ``deferred``: how many of the first turn's top tools stay in the fixed block (0: the
+            block is the pins and the search tool; every other tool enters the history).
         horizon: ``stable``: the model calls a conversation is expected to make from here;
             when the prefix re-writes that narrowing is expected to force over that many calls
             (:data:`MISS_RATE` of them) cost more than carrying the whole catalog, ``stable``
@@ -336,36 +348,38 @@ def decide_offer(
     eligible_ids = {c.id for c in eligible}
     first = state.turns == 0
     prefetched: tuple[str, ...] = ()
+    selection: TurnSelection | None = None
     if policy == "per_turn" or first:
-        turn = shortlist.select(query, eligible, k=k, hooks=hooks)
+        turn = selection = shortlist.select(query, eligible, k=k, hooks=hooks)
         block = turn.ids
         reason = "narrowed" if turn.narrowed else f"fallback:{turn.fallback}"
-        if first:
-            reason = "first_turn" if turn.narrowed else reason
-        selection: TurnSelection | None = turn
-        if policy == "stable" and turn.narrowed:
-            block, reason = _widened(block, eligible, reason, prefix_tokens, prices, horizon)
+        if first and turn.narrowed:
+            reason = "first_turn"
+            if policy == "stable":
+                block, reason = _widened(block, eligible, reason, prefix_tokens, prices, horizon)
+            elif policy == "deferred":  # the fixed block: pins and the ``hot`` top tools
+                keep = set(turn.pinned) | set(turn.ranked[:hot])
+                block = tuple(i for i in block if i in keep)
     else:
-        block, reason, selection = state.block, "unchanged", None
-        if policy == "deferred" and prefetch > 0:
-            turn = shortlist.select(query, eligible, k=k, hooks=hooks)
-            selection = turn
-            if turn.narrowed:
-                available = set(state.available)
-                prefetched = tuple(i for i in turn.ranked[:prefetch] if i not in available)
-                if co_usage is not None:  # tools usually called with the likely ones, never named
-                    likely = list(turn.ranked[:prefetch])
-                    prefetched += tuple(
-                        i for i in co_usage.companions(likely, exclude=available | set(prefetched)) if i in eligible_ids
-                    )
-        if policy == "stable":
-            turn = shortlist.select(query, eligible, k=k, hooks=hooks)
-            available = set(state.available)
-            new = tuple(i for i in turn.ranked if i not in available)
-            # the top-ranked tool missing from the block is the one a search would have to find
-            p_needed = 1.0 if turn.ranked and turn.ranked[0] in new else 0.0
-            if new and prices.worth_changing(prefix_tokens, p_needed=p_needed, round_trip_tokens=_ROUND_TRIP):
-                block, reason, selection = state.block + new, "worth_changing", turn
+        block, reason = state.block, "unchanged"
+    if policy == "deferred" and prefetch > 0:
+        turn = selection or shortlist.select(query, eligible, k=k, hooks=hooks)
+        selection = turn
+        if turn.narrowed:
+            available = set(state.available) | set(block)
+            prefetched = tuple(i for i in turn.ranked[:prefetch] if i not in available)
+            if co_usage is not None:  # tools usually called with the likely ones, never named
+                likely = list(turn.ranked[:prefetch])
+                exclude = available | set(prefetched)
+                prefetched += tuple(i for i in co_usage.companions(likely, exclude=exclude) if i in eligible_ids)
+    if policy == "stable" and not first:
+        turn = shortlist.select(query, eligible, k=k, hooks=hooks)
+        available = set(state.available)
+        new = tuple(i for i in turn.ranked if i not in available)
+        # the top-ranked tool missing from the block is the one a search would have to find
+        p_needed = 1.0 if turn.ranked and turn.ranked[0] in new else 0.0
+        if new and prices.worth_changing(prefix_tokens, p_needed=p_needed, round_trip_tokens=_ROUND_TRIP):
+            block, reason, selection = state.block + new, "worth_changing", turn
     search_tool = policy != "per_turn"
     loaded = tuple(i for i in (*state.loaded, *prefetched) if i in eligible_ids and i not in block)
     changed = not first and block != state.block
@@ -508,6 +522,7 @@ class ToolSession:
             :meth:`record_calls`).
         horizon: ``stable``: model calls the conversation is expected to make (see
             :func:`decide_offer`).
+        hot: ``deferred``: the first turn's top tools kept in the fixed block (default 0).
         state: resume from a saved :class:`OfferState`.
     """
 
@@ -522,6 +537,7 @@ class ToolSession:
         prefetch: int | None = None,
         co_usage: CoUsage | None = None,
         horizon: int = 5,
+        hot: int = 0,
         state: OfferState | None = None,
     ) -> None:
         self.shortlist = shortlist
@@ -534,6 +550,9 @@ class ToolSession:
         if horizon < 1:
             raise ConfigError("horizon must be at least 1")
         self.horizon = horizon
+        if hot < 0:
+            raise ConfigError("hot must be non-negative")
+        self.hot = hot
         self.policy: OfferPolicy = _check_policy(policy)
         if search_k < 1:
             raise ConfigError("search_k must be at least 1")
@@ -563,6 +582,7 @@ class ToolSession:
             prefetch=self.prefetch,
             co_usage=self.co_usage,
             horizon=self.horizon,
+            hot=self.hot,
             hooks=hooks,
         )
         self.state = offer.state

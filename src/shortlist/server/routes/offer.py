@@ -110,6 +110,9 @@ class OfferRequest(_Source):
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="The turn's text (or messages).")
     k: JsonInt = Field(default=5, ge=0, le=10_000, description="Tools ranked into the block besides pins.")
     prefetch: JsonInt = Field(default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: top tools loaded now.")
+    hot: JsonInt = Field(
+        default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
+    )
     prefix_tokens: JsonInt = Field(
         default=0, ge=0, le=100_000_000, description="Tokens behind the tools block (`stable`'s change rule)."
     )
@@ -213,6 +216,7 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
         k=body.k,
         prefix_tokens=body.prefix_tokens,
         prefetch=body.prefetch,
+        hot=body.hot,
     )
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
