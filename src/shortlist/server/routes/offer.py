@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from shortlist.events import Event
-from shortlist.selection.session import OfferState, ToolSearched, decide_offer, search_tools
+from shortlist.selection.session import DEFAULT_PREFETCH, OfferState, ToolSearched, decide_offer, search_tools
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
@@ -109,7 +109,9 @@ class OfferRequest(_Source):
     )
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="The turn's text (or messages).")
     k: JsonInt = Field(default=5, ge=0, le=10_000, description="Tools ranked into the block besides pins.")
-    prefetch: JsonInt = Field(default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: top tools loaded now.")
+    prefetch: JsonInt | None = Field(
+        default=None, ge=0, le=MAX_SEARCH_K, description="`deferred`: top tools loaded now (default 3 under deferred)."
+    )
     hot: JsonInt = Field(
         default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
     )
@@ -215,7 +217,7 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
         candidates=candidates,
         k=body.k,
         prefix_tokens=body.prefix_tokens,
-        prefetch=body.prefetch,
+        prefetch=(DEFAULT_PREFETCH if body.policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
         hot=body.hot,
     )
     if decided.selection is not None:
