@@ -23,6 +23,7 @@ __all__ = ["main"]
 # Subcommand modules, in the order `shortlist --help` lists them.
 _COMMANDS = (
     "select",
+    "offer",
     "exec_selector",
     "eval",
     "feedback",

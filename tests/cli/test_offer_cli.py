@@ -1,0 +1,55 @@
+"""``shortlist offer`` as a real subprocess: a conversation carried turn to turn through --state files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def offer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shortlist.cli", "offer", "--selector", "bm25", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_turns_carry_their_state_and_the_block_never_changes(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    first = offer("what's the weather in Paris tomorrow", "--save-state", str(state), "--json")
+    assert first.returncode == 0, first.stderr
+    one = json.loads(first.stdout)
+    assert one["policy"] == "deferred" and one["reason"] == "first_turn" and one["search_tool"]
+    assert "get_weather_forecast" in one["prefetched"]
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "book a flight to Rome"}]))
+    second = offer("--messages", str(messages), "--state", str(state), "--save-state", str(state), "--json")
+    two = json.loads(second.stdout)
+    assert two["block"] == one["block"] and not two["changed"]
+    assert two["prefetched"] == ["book_hotel"]  # search_flights was prefetched by turn 1 already
+    assert two["loaded"] == [*one["loaded"], "book_hotel"]
+    assert json.loads(state.read_text())["turns"] == 2
+    found = offer("--search", "convert an amount of money", "--state", str(state), "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["tools"][0]["id"] == "convert_currency"
+
+
+def test_per_turn_text_output() -> None:
+    out = offer("book a hotel in Rome", "--policy", "per_turn")
+    assert out.returncode == 0 and "book_hotel" in out.stdout and "per_turn" in out.stdout
+
+
+def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"block": 3}')
+    for args, message in [
+        (("x", "--state", str(bad)), "invalid offer state"),
+        ((), "exactly one of QUERY or --messages"),
+        (("--messages", str(bad)), "JSON list of message objects"),
+        (("x", "--k", "-1"), "must be >= 0"),
+    ]:
+        out = offer(*args)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
