@@ -14,16 +14,22 @@ server's tools, as a set, after narrowing (:func:`expand_tool_patterns`).
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shortlist.errors import ConfigError
 from shortlist.events import EventHook
 from shortlist.selection.base import Selector
-from shortlist.selection.narrowing import NarrowingPolicy, TurnSelection, is_wildcard, narrow
+from shortlist.selection.narrowing import (
+    NarrowingPolicy,
+    TurnSelection,
+    expand_tool_patterns,
+    is_wildcard,
+    live_tool_policy,
+    narrow,
+)
 from shortlist.types import Candidate, Query
 
 __all__ = [
@@ -85,33 +91,8 @@ def mcp_tool_candidate(server: str, tool: Mapping[str, Any]) -> Candidate:
     )
 
 
-def mcp_policy(base: NarrowingPolicy | None = None) -> NarrowingPolicy:
-    """``base`` (default: :class:`NarrowingPolicy()`) with ``mcp`` removed from the pinned namespaces.
-
-    Wildcard entries stay pinned (``pin_wildcards=True`` is forced).
-    """
-    base = base or NarrowingPolicy()
-    pins = replace(base.pins, namespaces=tuple(n for n in base.pins.namespaces if n != "mcp"), pin_wildcards=True)
-    return replace(base, pins=pins)
-
-
-def expand_tool_patterns(entries: Iterable[str], tools: Iterable[str]) -> list[str]:
-    """Expand ``allowed_tools``-style ``entries`` against the concrete ``tools``.
-
-    A wildcard entry (``mcp__git__*``) becomes every matching tool, as a set; a plain entry is
-    kept when it is one of ``tools``. The result keeps the entries' order (each wildcard's
-    matches sorted by name) without duplicates.
-    """
-    known = list(dict.fromkeys(tools))
-    known_set = set(known)
-    out: dict[str, None] = {}
-    for entry in entries:
-        if is_wildcard(entry):
-            for t in sorted(t for t in known if fnmatch.fnmatchcase(t, entry)):
-                out[t] = None
-        elif entry in known_set:
-            out[entry] = None
-    return list(out)
+#: The policy for live MCP tools: ``mcp`` unpinned, wildcards pinned (one rule, in narrowing).
+mcp_policy = live_tool_policy
 
 
 @dataclass(frozen=True, slots=True)
