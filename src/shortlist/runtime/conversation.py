@@ -273,6 +273,8 @@ class Conversation:
         self.capabilities = Capabilities(pack)
         self._counter: Any = None
         self._token_cache: dict[str, int] = {}
+        self._history_counted = 0  # messages of self.history already in _history_tokens
+        self._history_tokens = 0
         self._last_prefix: str | None = None
         self._turns = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -354,7 +356,7 @@ class Conversation:
             self.capabilities.begin_skill_turn(skill_turn)
         report.timings_ms["select_skills"] = _elapsed(t)
         t = time.perf_counter()
-        prefix = await asyncio.to_thread(self._count, str(self.pack.system_prompt) + json.dumps(self.history))
+        prefix = await asyncio.to_thread(self._prefix_tokens)
         offer: Offer = await asyncio.to_thread(
             self.session.offer,
             Query(text, "tool", self.k, self.pack.id, self.pack.agent_id),
@@ -591,6 +593,15 @@ class Conversation:
 
             self._counter = make_counter()
         return int(self._counter.count(text))
+
+    def _prefix_tokens(self) -> int:
+        """Tokens behind the tools block: the system prompt and the history (each message counted once)."""
+        if self._history_counted > len(self.history):  # the history was replaced: count it again
+            self._history_counted, self._history_tokens = 0, 0
+        for message in self.history[self._history_counted :]:
+            self._history_tokens += self._count(json.dumps(message, ensure_ascii=False, default=str))
+        self._history_counted = len(self.history)
+        return self._count(str(self.pack.system_prompt)) + self._history_tokens
 
     def _tool_tokens(self) -> int:
         """Tokens of the definitions the model saw at the end of the turn (block + loaded)."""
