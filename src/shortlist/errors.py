@@ -5,35 +5,68 @@
     ShortlistError
     ├── ConfigError               a developer mistake (bad YAML, unknown name); always raised
     ├── CatalogError              bad candidate input (unreadable file, duplicate ids, empty catalog)
+    │   ├── IndexIntegrityError   an index on disk is not what its manifest says (rebuild it)
+    │   └── MessageFormatError    a message list is not OpenAI chat or Anthropic messages input
     ├── MissingDependencyError    an optional extra is not installed (also an ImportError)
     ├── SelectorError             a selector failed; the turn falls back, never breaks
     │   ├── SelectorTimeout       it ran past its deadline
     │   ├── SelectorProtocolError it answered something that is not the wire protocol
     │   └── SelectorProcessError  the external process could not start or exited non-zero
+    ├── DocumentTooDeep           a wire document nests too deep (also a ValueError)
     ├── EmbeddingError            an embedding provider failed
+    ├── ModelError                a chat model endpoint failed or answered something unusable
+    ├── MCPServerError            an MCP server could not be reached (after one reconnect)
+    ├── SkillToolError            a skill tool call failed; returned to the model as a tool error
     ├── ContextBudgetError        a conversation cannot fit its budget without touching protected content
+    ├── ReductionCancelled        the reduction stage was cancelled through its signal
+    ├── CallBudgetExhausted       a reducer asked for a model call after the call budget was spent
+    ├── SummaryRejected           a compressor's parse rejected the model's summary
     ├── MemoryScopeError          a memory operation named no valid scope
-    └── MemoryValueError          a memory that could not be stored and returned (e.g. metadata too deep)
+    ├── MemoryValueError          a memory that could not be stored and returned (e.g. metadata too deep)
+    ├── MemoryStoreUnavailable    the memory database cannot be reached; retry later
+    ├── MemoryStoreFull           the memory database cannot grow (disk or quota full); the operator must act
+    └── MemoryStoreCorrupt        the memory database file is damaged; the operator must restore it
 
 Selector errors carry the selector name, the elapsed time and, for external processes,
-the tail of what the process wrote on stderr.
+the tail of what the process wrote on stderr. Every class is defined here (the modules that
+raise them re-export them under their old names); none carries an HTTP status: the service
+maps error types to statuses (``shortlist.server.errors``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shortlist.retrieval.backends.embedded import IndexProblem
+
 __all__ = [
+    "REBUILD_INDEX_HINT",
+    "CallBudgetExhausted",
     "CatalogError",
     "ConfigError",
     "ContextBudgetError",
+    "DocumentTooDeep",
     "EmbeddingError",
+    "IndexIntegrityError",
+    "MCPServerError",
     "MemoryScopeError",
+    "MemoryStoreCorrupt",
+    "MemoryStoreFull",
+    "MemoryStoreUnavailable",
     "MemoryValueError",
+    "MessageFormatError",
     "MissingDependencyError",
+    "ModelError",
+    "ReductionCancelled",
     "SelectorError",
     "SelectorProcessError",
     "SelectorProtocolError",
     "SelectorTimeout",
     "ShortlistError",
+    "SkillToolError",
+    "SummaryRejected",
 ]
 
 
@@ -120,3 +153,76 @@ class MemoryValueError(ShortlistError, ValueError):
     Raised before anything is stored: metadata nested too deep, too large, with non-string
     keys or values that are not JSON (so a scope can never be poisoned by one write).
     """
+
+
+class MemoryStoreUnavailable(ShortlistError):
+    """The memory database cannot be reached (or the connection broke mid-operation); retry later."""
+
+
+class MemoryStoreFull(ShortlistError):
+    """The memory database cannot grow: its disk (or quota, or ``max_page_count``) is full; nothing was written."""
+
+
+class MemoryStoreCorrupt(ShortlistError):
+    """The memory database file is damaged (SQLite reports it malformed or not a database)."""
+
+
+REBUILD_INDEX_HINT = "rebuild it with 'shortlist index build'"
+
+
+class IndexIntegrityError(CatalogError):
+    """An index on disk is not what its manifest says: a file is missing, unexpected, of another
+    size or checksum, or the manifest points outside the index folder.
+
+    Attributes:
+        file: the file (or folder) of the first problem.
+        problems: every problem found.
+    """
+
+    def __init__(self, problems: Sequence[IndexProblem]) -> None:
+        self.problems = tuple(problems)
+        self.file = self.problems[0].file if self.problems else ""
+        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        super().__init__(
+            f"damaged index: {self.problems[0]}{more}; {REBUILD_INDEX_HINT}" if self.problems else "damaged index"
+        )
+
+
+class MessageFormatError(CatalogError):
+    """A message list is not valid OpenAI chat or Anthropic messages input."""
+
+
+class DocumentTooDeep(ShortlistError, ValueError):
+    """A document nests arrays and objects deeper than ``limit`` levels (the wire protocol's ``MAX_DEPTH``).
+
+    A :class:`ValueError`, so every caller that refuses a bad document refuses this one too
+    (the exec-selector answers it in-band, the wire route answers 422 ``too_deep``).
+    """
+
+    def __init__(self, what: str, limit: int = 100) -> None:
+        super().__init__(f"{what} nests arrays and objects deeper than {limit} levels")
+        self.limit = limit
+
+
+class ModelError(ShortlistError):
+    """The model endpoint failed or answered something unusable."""
+
+
+class MCPServerError(ShortlistError):
+    """An MCP server could not be reached, or stayed unreachable after one reconnect."""
+
+
+class SkillToolError(ShortlistError):
+    """A skill tool call failed; the message is meant to be returned to the model as a tool error."""
+
+
+class ReductionCancelled(ShortlistError):
+    """The stage was cancelled through its signal; no partial result exists."""
+
+
+class CallBudgetExhausted(ShortlistError):
+    """A reducer asked for a model call after the shared model-call budget was spent."""
+
+
+class SummaryRejected(ShortlistError):
+    """``parse`` rejected the model's output (it raised ``TypeError`` or ``ValueError``)."""

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from shortlist.errors import SelectorProtocolError
+from shortlist.errors import DocumentTooDeep, SelectorProtocolError
 from shortlist.events import emit
 from shortlist.exec.events import ExecReasonTruncated
 from shortlist.types import Candidate, Query, Selection, cap_reason
@@ -274,18 +274,6 @@ _CANDIDATE_KEYS = _folded(WireCandidate)
 _RESPONSE_KEYS = _folded(WireResponse)
 
 
-class DocumentTooDeep(ValueError):
-    """A document nests arrays and objects deeper than :data:`MAX_DEPTH` levels.
-
-    A :class:`ValueError`, so every caller that refuses a bad document refuses this one too
-    (the exec-selector answers it in-band, the wire route answers 422 ``too_deep``).
-    """
-
-    def __init__(self, what: str, limit: int = MAX_DEPTH) -> None:
-        super().__init__(f"{what} nests arrays and objects deeper than {limit} levels")
-        self.limit = limit
-
-
 def _check_depth(data: Any, what: str, limit: int = MAX_DEPTH) -> None:
     """Raise :class:`DocumentTooDeep` when ``data`` nests deeper than ``limit`` (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(data, 1)]
@@ -313,7 +301,7 @@ def _loads_document(raw: bytes | str, what: str) -> Any:
     try:
         data = json.loads(text)
     except RecursionError:  # the C scanner gives up around 1,000 levels: a clear, typed refusal instead
-        raise DocumentTooDeep(what) from None
+        raise DocumentTooDeep(what, MAX_DEPTH) from None
     except json.JSONDecodeError as exc:
         first = text.strip().splitlines()[0][:120]
         raise ValueError(

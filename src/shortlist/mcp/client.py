@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from shortlist.errors import ConfigError, MissingDependencyError, ShortlistError
+from shortlist.errors import ConfigError, MCPServerError, MissingDependencyError
 from shortlist.events import Event, EventHook, emit
 from shortlist.mcp.tools import mcp_tool_candidate, parse_tool_name, prefixed_name, validate_server_name
 from shortlist.types import Candidate
@@ -60,10 +60,6 @@ def require_mcp() -> None:
         raise MissingDependencyError(
             "MCP support needs the 'mcp' extra: pip install 'shortlist[mcp]' (the official `mcp` SDK)"
         ) from exc
-
-
-class MCPServerError(ShortlistError):
-    """An MCP server could not be reached, or stayed unreachable after one reconnect."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from shortlist.errors import MemoryValueError, ShortlistError
+from shortlist.errors import MemoryStoreFull, MemoryStoreUnavailable, MemoryValueError
 from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
@@ -104,12 +104,6 @@ def _params(key: str, m: Memory) -> tuple[Any, ...]:
     )
 
 
-class MemoryStoreUnavailable(ShortlistError):
-    """The memory database cannot be reached (or the connection broke mid-operation)."""
-
-    status_code = 503
-
-
 def _row_to_memory(row: Sequence[Any]) -> Memory:
     return Memory(
         id=row[0],
@@ -124,16 +118,6 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
         accessed_at=row[10],
         expires_at=row[11],
     )
-
-
-class MemoryStoreFull(ShortlistError):
-    """PostgreSQL is out of disk space (SQLSTATE 53100): nothing was written.
-
-    ``status_code`` 507 and ``code`` ``insufficient_storage`` are what the HTTP service answers.
-    """
-
-    status_code = 507
-    code = "insufficient_storage"
 
 
 _NUL_MESSAGE = "PostgreSQL cannot store or match NUL characters (\\x00)"

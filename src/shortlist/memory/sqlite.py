@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shortlist.errors import ConfigError, ShortlistError
+from shortlist.errors import ConfigError, MemoryStoreCorrupt, MemoryStoreFull
 from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
@@ -85,23 +85,6 @@ _COLUMNS = (
     "m.id, m.type, m.content, m.metadata, m.confidence, m.scope, m.session_id, "
     "m.turn_start, m.turn_end, m.created_us, m.accessed_us, m.expires_us"
 )
-
-
-class MemoryStoreFull(ShortlistError):
-    """The memory database cannot grow: the disk (or its quota, or ``max_page_count``) is full.
-
-    ``status_code`` 507 and ``code`` ``insufficient_storage`` are what the HTTP service answers.
-    """
-
-    status_code = 507
-    code = "insufficient_storage"
-
-
-class MemoryStoreCorrupt(ShortlistError):
-    """The memory database file is damaged (SQLite reports it malformed or not a database)."""
-
-    status_code = 500
-    code = "store_corrupted"
 
 
 _SQLITE_FULL = 13

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shortlist.errors import CatalogError
+from shortlist.errors import MessageFormatError
 from shortlist.reduction.fragments import ContextFragment, FragmentKind
 
 __all__ = [
@@ -29,10 +29,6 @@ __all__ = [
 
 SUMMARY_PREFIX = "Summary of earlier conversation steps:\n"
 """Prepended to a summary fragment when it becomes a message."""
-
-
-class MessageFormatError(CatalogError):
-    """A message list is not valid OpenAI chat or Anthropic messages input."""
 
 
 def _block_text(block: Any) -> str:

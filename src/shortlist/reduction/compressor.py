@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shortlist.errors import ConfigError, ShortlistError
+from shortlist.errors import ConfigError, SummaryRejected
 from shortlist.reduction.contract import ContextModelCall
 from shortlist.reduction.fragments import Step
 
@@ -26,10 +26,6 @@ __all__ = [
 
 PLAIN_TEXT_TRANSPORT = "core:plain-text"
 """The transport whose value is the model's raw text."""
-
-
-class SummaryRejected(ShortlistError):
-    """``parse`` rejected the model's output (it raised ``TypeError`` or ``ValueError``)."""
 
 
 ParseFn = Callable[[object], str]

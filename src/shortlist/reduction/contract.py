@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from shortlist.errors import ConfigError, ShortlistError
+from shortlist.errors import CallBudgetExhausted, ConfigError, ReductionCancelled
 from shortlist.events import Event
 from shortlist.reduction.fragments import ContextFragment, ContextSelectionCandidate
 
@@ -33,14 +33,6 @@ __all__ = [
     "SelectFn",
     "current_goal",
 ]
-
-
-class ReductionCancelled(ShortlistError):
-    """The stage was cancelled through its signal; no partial result exists."""
-
-
-class CallBudgetExhausted(ShortlistError):
-    """A reducer asked for a model call after the shared model-call budget was spent."""
 
 
 class CancellationToken:

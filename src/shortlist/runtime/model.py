@@ -14,13 +14,9 @@ from typing import Any
 
 import httpx
 
-from shortlist.errors import ConfigError, ShortlistError
+from shortlist.errors import ConfigError, ModelError
 
 __all__ = ["CallableModel", "ChatModel", "ModelError", "OpenAIChatModel"]
-
-
-class ModelError(ShortlistError):
-    """The model endpoint failed or answered something unusable."""
 
 
 class ChatModel(ABC):

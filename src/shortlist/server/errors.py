@@ -19,7 +19,11 @@ from shortlist.errors import (
     CatalogError,
     ConfigError,
     ContextBudgetError,
+    DocumentTooDeep,
     MemoryScopeError,
+    MemoryStoreCorrupt,
+    MemoryStoreFull,
+    MemoryStoreUnavailable,
     MemoryValueError,
     ShortlistError,
 )
@@ -89,21 +93,23 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
         return _json(422, "over_budget", str(exc), over_tokens=exc.over_tokens, over_chars=exc.over_chars)
     if isinstance(exc, (CatalogError, MemoryScopeError, MemoryValueError, ConfigError)):
         return _json(400, "bad_request", str(exc))
-    status = getattr(exc, "status_code", None)  # a memory store's typed failure
-    if status == 503:  # its database is down
+    if isinstance(exc, DocumentTooDeep):
+        return _json(422, "too_deep", str(exc))
+    if isinstance(exc, MemoryStoreUnavailable):  # its database is down
         return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})
-    if status in (500, 507):  # its disk is full (507) or its file damaged (500): the operator must act
+    if isinstance(exc, MemoryStoreFull):  # its disk is full: the operator must act
         logger.error("request failed: %s: %s", type(exc).__name__, exc)
-        return _json(status, str(getattr(exc, "code", "internal")), _client_message(exc))
+        return _json(507, "insufficient_storage", _STORE_FULL)
+    if isinstance(exc, MemoryStoreCorrupt):  # its file is damaged: the operator must act
+        logger.error("request failed: %s: %s", type(exc).__name__, exc)
+        return _json(500, "store_corrupted", _STORE_CORRUPT)
     logger.warning("request failed: %s: %s", type(exc).__name__, exc)
     return _json(502, "upstream_failed", f"{type(exc).__name__}: {exc}")
 
 
-def _client_message(exc: Exception) -> str:
-    """What a client is told of a store failure: its kind, not the server's file paths."""
-    if getattr(exc, "status_code", None) == 507:
-        return "the memory store is out of space; nothing was written. The server log has the details"
-    return "the memory store is damaged; the server log names the file. Nothing was written"
+# What a client is told of a store failure: its kind, not the server's file paths.
+_STORE_FULL = "the memory store is out of space; nothing was written. The server log has the details"
+_STORE_CORRUPT = "the memory store is damaged; the server log names the file. Nothing was written"
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

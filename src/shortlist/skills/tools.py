@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shortlist.errors import ShortlistError
+from shortlist.errors import SkillToolError
 from shortlist.events import EventHook, emit
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import NarrowingPolicy, TurnSelection, is_wildcard, narrow
@@ -57,10 +57,6 @@ SKILL_TOOL_NAMES = (SKILL_ACTIVATE, SKILL_DEACTIVATE, SKILL_READ_RESOURCE)
 DEFAULT_MAX_RESOURCE_BYTES = 256 * 1024
 #: The longest ``path`` ``skill__read_resource`` accepts (Linux's ``PATH_MAX``).
 MAX_PATH_CHARS = 4096
-
-
-class SkillToolError(ShortlistError):
-    """A skill tool call failed; the message is meant to be returned to the model as a tool error."""
 
 
 def _object_schema(properties: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import bm25s
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
-from shortlist.errors import CatalogError, ConfigError, ShortlistError
+from shortlist.errors import REBUILD_INDEX_HINT, CatalogError, ConfigError, IndexIntegrityError, ShortlistError
 from shortlist.events import Event, emit
 from shortlist.memory._text import tokenize
 from shortlist.retrieval.backends.base import (
@@ -73,23 +73,7 @@ FORMAT_VERSION = 1
 _MANIFEST = "manifest.json"
 #: The only generation names a manifest may point to (a folder directly inside the index).
 _GENERATION = re.compile(r"gen-\d{1,12}")
-_REBUILD = "rebuild it with 'shortlist index build'"
-
-
-class IndexIntegrityError(CatalogError):
-    """An index on disk is not what its manifest says: a file is missing, unexpected, of another
-    size or checksum, or the manifest points outside the index folder.
-
-    Attributes:
-        file: the file (or folder) of the first problem.
-        problems: every problem found.
-    """
-
-    def __init__(self, problems: Sequence[IndexProblem]) -> None:
-        self.problems = tuple(problems)
-        self.file = self.problems[0].file if self.problems else ""
-        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
-        super().__init__(f"damaged index: {self.problems[0]}{more}; {_REBUILD}" if self.problems else "damaged index")
+_REBUILD = REBUILD_INDEX_HINT
 
 
 @dataclass(frozen=True, slots=True)
