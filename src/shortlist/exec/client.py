@@ -158,8 +158,8 @@ class ExecSelector(Selector):
     async def aselect(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Async twin of :meth:`select`.
 
-        Spawn-per-call runs on the event loop (cancelling the task kills the process group);
-        worker mode runs the serialised exchange in a thread.
+        Spawn-per-call runs the same engine in a thread of its own (cancelling the task kills
+        the process group and its descendants); worker mode runs the serialised exchange in a thread.
         """
         if self.worker:
             return await asyncio.to_thread(self._worker_select, query, candidates)

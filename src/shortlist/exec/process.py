@@ -1,6 +1,8 @@
 """Run one external process under a deadline: feed stdin, cap stdout, keep a stderr tail, kill the tree.
 
-This is the I/O engine of the exec client; it knows nothing about the wire protocol.
+This is the one I/O engine of the exec client (the asyncio API, :mod:`shortlist.exec.aprocess`,
+runs it in a thread and turns a cancellation into an :class:`Interrupt`; the persistent
+worker uses its spawn and kill); it knows nothing about the wire protocol.
 Every process starts in a new session (its own process group), so a timeout kills the
 selector *and* whatever it spawned. After the call the group is killed too, so no
 stray grandchild outlives a turn; a grandchild that keeps the pipes open after the main
@@ -25,6 +27,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,11 +39,12 @@ from shortlist.exec.sandbox import Launch
 
 __all__ = [
     "EXIT_GRACE_S",
+    "Interrupt",
     "ProcessTree",
+    "RunInterrupted",
     "RunResult",
     "TailBuffer",
     "describe_exit",
-    "finish_run",
     "kill_group",
     "run_once",
     "spawn",
@@ -79,6 +83,48 @@ class RunResult:
     stderr_tail: str
     elapsed_ms: float
     pid: int
+
+
+class RunInterrupted(Exception):
+    """A run stopped by its :class:`Interrupt`; its process tree was killed and the process reaped."""
+
+
+class Interrupt:
+    """Stop a :func:`run_once` from another thread: the run kills its process tree and raises :class:`RunInterrupted`.
+
+    The run waits on the read end of a pipe beside the process's pipes, so the interrupt
+    takes effect at once, whatever the run is waiting for. After :meth:`close` (by whoever
+    owns the run, once it is over) :meth:`set` does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read, self._write = os.pipe()
+        self._set = False
+        self._closed = False
+
+    def fileno(self) -> int:
+        """The descriptor that becomes readable once the interrupt is set."""
+        return self._read
+
+    def is_set(self) -> bool:
+        """True once :meth:`set` was called (before :meth:`close`)."""
+        return self._set
+
+    def set(self) -> None:
+        """Interrupt the run (idempotent; no effect once closed)."""
+        with self._lock:
+            if not self._set and not self._closed:
+                self._set = True
+                os.write(self._write, b"!")
+
+    def close(self) -> None:
+        """Release the pipe (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                os.close(self._read)
+                os.close(self._write)
 
 
 def spawn(launch: Launch, *, selector: str, started: float) -> subprocess.Popen[bytes]:
@@ -270,10 +316,11 @@ def _has_exited(pid: int) -> bool:
     return info is not None
 
 
-def wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Wait until ``proc`` exits (without reaping it) or ``deadline``; return True if it exited."""
+def wait_exit(proc: subprocess.Popen[bytes], deadline: float, interrupt: Interrupt | None = None) -> bool:
+    """Wait until ``proc`` exits (without reaping it), ``deadline`` or ``interrupt``; return True if it exited."""
     if proc.returncode is not None or _has_exited(proc.pid):
         return True
+    wake = [interrupt.fileno()] if interrupt is not None else []
     pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
     if pidfd_open is not None:
         try:
@@ -283,12 +330,12 @@ def wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> bool:
         if fd >= 0:
             try:
                 remaining = max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([fd], [], [], remaining)
+                ready, _, _ = select.select([fd, *wake], [], [], remaining)
                 return bool(ready) or _has_exited(proc.pid)
             finally:
                 os.close(fd)
     delay = 0.0005
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (interrupt is not None and interrupt.is_set()):
         if _has_exited(proc.pid):
             return True
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
@@ -323,7 +370,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=0.25)
 
 
-def finish_run(
+def _result(
     *,
     pid: int,
     returncode: int | None,
@@ -337,8 +384,6 @@ def finish_run(
     on_kill: Callable[[int, str, float, str], None] | None,
 ) -> RunResult:
     """Turn a finished (or killed) call into its result, or the typed error that says why it failed.
-
-    Shared by the blocking and the asyncio runners so both report failures identically.
 
     Raises:
         SelectorTimeout: ``failure == "timeout"``.
@@ -379,6 +424,7 @@ def run_once(
     selector: str,
     on_spawn: Callable[[int], None] | None = None,
     on_kill: Callable[[int, str, float, str], None] | None = None,
+    interrupt: Interrupt | None = None,
 ) -> RunResult:
     """Spawn ``launch``, write ``payload`` to its stdin, and collect its stdout within ``timeout_s``.
 
@@ -390,7 +436,9 @@ def run_once(
         tail_bytes: how much of stderr to keep (the end of it).
         selector: the selector's name, for errors.
         on_spawn: called with the pid once the process started.
-        on_kill: called with ``(pid, reason, elapsed_ms, stderr_tail)`` when the group is killed.
+        on_kill: called with ``(pid, reason, elapsed_ms, stderr_tail)`` when the group is killed
+            on a timeout or an oversized output (not on an interrupt).
+        interrupt: set from another thread to stop the run (the tree is killed, the process reaped).
 
     Returns:
         The stdout of a process that exited with status 0.
@@ -399,9 +447,12 @@ def run_once(
         SelectorProcessError: spawn failure, or a non-zero exit (even with valid stdout).
         SelectorTimeout: no exit before the deadline.
         SelectorProtocolError: stdout larger than ``max_output_bytes``.
+        RunInterrupted: ``interrupt`` was set (before the spawn, or during the run).
     """
     started = time.monotonic()
     deadline = started + timeout_s
+    if interrupt is not None and interrupt.is_set():
+        raise RunInterrupted
     proc = spawn(launch, selector=selector, started=started)
     tree = ProcessTree(proc.pid, selector=selector)
     if on_spawn is not None:
@@ -410,15 +461,17 @@ def run_once(
     err = TailBuffer(tail_bytes)
     failure: str | None = None
     try:
-        failure = _pump(proc, payload, deadline, out, err, max_output_bytes)
-        if failure is None and not wait_exit(proc, deadline):
-            failure = "timeout"
+        failure = _pump(proc, payload, deadline, out, err, max_output_bytes, interrupt)
+        if failure is None and not wait_exit(proc, deadline, interrupt):
+            failure = "interrupted" if interrupt is not None and interrupt.is_set() else "timeout"
     finally:
         tree.kill()  # the process and its descendants on failure, stragglers of a finished one otherwise
         _close_pipes(proc)
         _reap(proc)
+    if failure == "interrupted":
+        raise RunInterrupted
     elapsed = _ms_since(started)
-    return finish_run(
+    return _result(
         pid=proc.pid,
         returncode=proc.returncode,
         failure=failure,
@@ -439,8 +492,9 @@ def _pump(
     out: bytearray,
     err: TailBuffer,
     max_output_bytes: int,
+    interrupt: Interrupt | None,
 ) -> str | None:
-    """Shovel bytes until both output pipes close; return ``"timeout"``/``"oversized"`` or None."""
+    """Shovel bytes until both output pipes close; return ``"timeout"``/``"oversized"``/``"interrupted"`` or None."""
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdin_fd, stdout_fd, stderr_fd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
     view = memoryview(payload)
@@ -454,6 +508,10 @@ def _pump(
             proc.stdin.close()
         sel.register(stdout_fd, selectors.EVENT_READ)
         sel.register(stderr_fd, selectors.EVENT_READ)
+        wake_fd = -1
+        if interrupt is not None:
+            wake_fd = interrupt.fileno()
+            sel.register(wake_fd, selectors.EVENT_READ)
         open_outputs = 2
         while open_outputs:
             now = time.monotonic()
@@ -463,6 +521,8 @@ def _pump(
                 return None  # a grandchild holds the pipes; the caller kills the group
             for key, _ in sel.select(min(deadline - now, _POLL_S)):
                 fd = key.fd
+                if fd == wake_fd:
+                    return "interrupted"
                 if fd == stdin_fd:
                     try:
                         offset += os.write(fd, view[offset : offset + _CHUNK])
