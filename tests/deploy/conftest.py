@@ -1,15 +1,12 @@
-"""Fixtures of the deployment tests: a real PostgreSQL server, through the server tests' helper module."""
+"""Fixtures of the deployment tests: a real PostgreSQL server of their own (a module's replicas share it)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
-from server_helpers import PostgresServer, running_postgres
+from loopback import PostgresServer, running_postgres
 
 
 @pytest.fixture(scope="module")

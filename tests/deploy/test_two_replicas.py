@@ -21,7 +21,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,8 @@ import httpx
 import psycopg
 import pytest
 from deploy_files import DEPLOY, argv, compose_mounts, load_compose, option, resolve_mount
-from server_helpers import PostgresServer, _free_port
+
+from loopback import PostgresServer, free_port, wait_until
 
 PASSWORD = "stand-in-password"
 KEY = "stand-in-key"
@@ -127,9 +127,9 @@ def shortlist_database(postgres: PostgresServer) -> Iterator[dict[str, str]]:
 
 
 def _wait_ready(replicas: list[Replica], deadline_s: float = 90.0) -> None:
-    end = time.monotonic() + deadline_s
     pending = list(replicas)
-    while pending:
+
+    def all_ready() -> bool:
         for r in list(pending):
             assert r.proc.poll() is None, f"{r.name} exited with {r.proc.returncode}:\n{r.log_tail()}"
             try:
@@ -137,8 +137,10 @@ def _wait_ready(replicas: list[Replica], deadline_s: float = 90.0) -> None:
                     pending.remove(r)
             except httpx.HTTPError:
                 pass
-        assert time.monotonic() < end, "not ready in time: " + "; ".join(f"{r.name}:\n{r.log_tail()}" for r in pending)
-        time.sleep(0.1)
+        return not pending
+
+    ready = wait_until(all_ready, seconds=deadline_s)
+    assert ready, "not ready in time: " + "; ".join(f"{r.name}:\n{r.log_tail()}" for r in pending)
 
 
 def _seconds(duration: str) -> float:
@@ -182,7 +184,7 @@ def test_compose_replicas_share_memories_corpus_and_catalog(shortlist_database: 
     try:
         for name in serving:
             service = services[name]
-            port = _free_port()
+            port = free_port()
             loc = Localizer(service, tmp_path, {**hosts, "0.0.0.0": "127.0.0.1"}, secrets)
             args = argv(service["command"])
             args[args.index("--port") + 1] = str(port)

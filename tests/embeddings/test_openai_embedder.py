@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 import pytest
 
+from loopback import http_thread
 from shortlist.config import CredentialConfig, EmbeddingProviderConfig
 from shortlist.embeddings.default import DefaultEmbedder
 from shortlist.embeddings.factory import build_embedder
@@ -62,18 +62,8 @@ def serve(replies: list[Reply]) -> Iterator[tuple[str, Server]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    class Quiet(ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # the client hung up (the timeout test): nothing to report
-
-    httpd = Quiet(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with http_thread(Handler, quiet=True) as server:  # quiet: the client hangs up in the timeout test
+        yield f"{server.url}/v1", state
 
 
 def test_batches_orders_by_index_and_normalises(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
 from exec_helpers import PYTHON, RERANK
 
+from loopback import http_thread
 from shortlist.config import SelectorConfig, parse_runtime_config
 from shortlist.events import Event, SelectionFallback
 from shortlist.exec import ExecSelector
@@ -95,12 +95,8 @@ class _Rerank(BaseHTTPRequestHandler):
 def rerank_server() -> Iterator[str]:
     _Rerank.seen = []
     _Rerank.status = 200
-    server = HTTPServer(("127.0.0.1", 0), _Rerank)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1/rerank"
-    server.shutdown()
-    server.server_close()
+    with http_thread(_Rerank) as server:
+        yield f"{server.url}/v1/rerank"
 
 
 def test_remote_mode_calls_the_rerank_endpoint(rerank_server: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,39 +2,28 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from loopback import free_port, wait_listening
 from shortlist.events import Event, event_hooks
 from shortlist.mcp import MCPClient, MCPReconnected, MCPServerSpec
 
 SERVER = str(Path(__file__).with_name("http_server.py"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, SERVER, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the HTTP MCP server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
+    if wait_listening(port, proc=proc, seconds=30):
+        return proc
+    if proc.poll() is not None:
+        pytest.fail(f"the HTTP MCP server exited with {proc.returncode}")
     proc.kill()
+    proc.wait()
     pytest.fail("the HTTP MCP server did not listen within 30 s")
 
 

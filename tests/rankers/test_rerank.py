@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
+from loopback import http_thread
 from shortlist.events import Event, event_hooks
 from shortlist.rankers.bm25 import Bm25Ranker
 from shortlist.rankers.rerank import RerankFallback, RerankRanker, parse_rerank_response
@@ -44,13 +44,8 @@ def serve(status: int, payload: Any) -> Iterator[tuple[str, list[tuple[dict[str,
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/rerank", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with http_thread(Handler) as server:
+        yield f"{server.url}/rerank", seen
 
 
 def first_stage_docs() -> list[str]:

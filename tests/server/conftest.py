@@ -1,22 +1,13 @@
-"""Real servers for the service tests: uvicorn in a thread on 127.0.0.1, on a free port."""
+"""Real servers for the service tests: uvicorn in a thread on 127.0.0.1, on a free port (PostgreSQL: ../conftest.py)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from server_helpers import (  # noqa: F401
-    EXAMPLE_CATALOG,
-    FIXTURES,
-    PostgresServer,
-    RunningServer,
-    _free_port,
-    _pg_bin,
-    running_postgres,
-    serve,
-)
+from server_helpers import RunningServer, serve
 
 from shortlist.server import ServerSettings
 
@@ -31,25 +22,3 @@ def server_factory() -> Callable[..., contextlib.AbstractContextManager[RunningS
         return serve(ServerSettings(**fields), prepare=prepare)
 
     return factory
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for the session; skipped (with the reason) when the binaries are missing."""
-    with running_postgres() as server:
-        yield server
-
-
-@pytest.fixture
-def pg_dsn(postgres: PostgresServer) -> Iterator[str]:
-    """A fresh, empty database on the session's PostgreSQL server."""
-    import uuid
-
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql://postgres@127.0.0.1:{postgres.port}/{name}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

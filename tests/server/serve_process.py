@@ -5,21 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from loopback import free_port, wait_http_ready
 
 
 @dataclass
@@ -33,21 +25,6 @@ class ServeProcess:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-def wait_ready(url: str, proc: subprocess.Popen[str], seconds: float) -> bool:
-    """Poll ``/readyz`` until 200 (True), the process exits or ``seconds`` pass (False)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2, headers={"Connection": "close"}).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    return False
 
 
 @contextlib.contextmanager
@@ -86,7 +63,7 @@ def serve_process(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        if wait and not wait_ready(url, proc, ready_within):
+        if wait and not wait_http_ready(url, proc=proc, seconds=ready_within):
             raise AssertionError(f"serve not ready within {ready_within:g} s: {log.read_text()[-3000:]}")
         yield ServeProcess(proc, url, port, log)
     finally:

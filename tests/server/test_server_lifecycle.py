@@ -18,6 +18,7 @@ import httpx
 import pytest
 from server_helpers import serve
 
+from loopback import free_port, wait_http_ready, wait_until
 from shortlist.events import Event, add_event_hook, remove_event_hook
 from shortlist.selection.facade import Shortlist
 from shortlist.server import ServerSettings
@@ -25,12 +26,6 @@ from shortlist.server import ServerSettings
 EXAMPLE = Path(str(resources.files("shortlist.data") / "example_tools.json"))
 BEHAVE = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
 QUERIES = ["send an email to bob", "what's the weather in Paris tomorrow", "create an invoice for ACME", "", "zzz"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_library_server_and_cli_give_identical_ids() -> None:
@@ -114,7 +109,7 @@ def test_serve_names_the_flag_of_an_out_of_range_setting() -> None:
 def test_serve_refuses_non_loopback_without_a_key() -> None:
     env = {k: v for k, v in os.environ.items() if k != "SHORTLIST_API_KEYS"}
     out = subprocess.run(
-        [sys.executable, "-m", "shortlist.cli", "serve", "--host", "0.0.0.0", "--port", str(_free_port())],
+        [sys.executable, "-m", "shortlist.cli", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,
@@ -125,7 +120,7 @@ def test_serve_refuses_non_loopback_without_a_key() -> None:
 
 
 def test_serve_with_two_workers_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, SHORTLIST_API_KEYS="k1,k2")
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     proc = subprocess.Popen(
@@ -151,14 +146,8 @@ def test_serve_with_two_workers_answers_and_stops_on_sigterm(tmp_path: Path) -> 
     )
     url = f"http://127.0.0.1:{port}"
     try:
+        assert wait_http_ready(url, proc=proc, seconds=30), "serve --workers 2 did not become ready"
         with httpx.Client(base_url=url, headers={"Authorization": "Bearer k2"}, timeout=10) as c:
-            for _ in range(300):
-                try:
-                    if c.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
             for _ in range(20):
                 r = c.post("/v1/select", json={"query": "send an email", "catalog": "ex", "k": 2})
                 assert r.status_code == 200 and r.json()["ranked"][0] == "send_email"
@@ -207,7 +196,7 @@ def _listeners(port: int) -> int:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_REUSEPORT balancing is Linux's")
 def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(port), "--workers", "2"],
         stdout=subprocess.DEVNULL,
@@ -217,24 +206,15 @@ def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
     )
     conns: list[socket.socket] = []
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+        assert wait_http_ready(f"http://127.0.0.1:{port}", proc=proc, seconds=30), "serve did not become ready"
         workers = [
             int(p)
             for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         ]
         workers = [p for p in workers if "multiprocessing-fork" in Path(f"/proc/{p}/cmdline").read_text()]
         assert len(workers) == 2
-        for _ in range(600):  # /readyz answered from one worker; wait until both listen
-            if _listeners(port) == 2:
-                break
-            time.sleep(0.1)
-        assert _listeners(port) == 2
+        # /readyz answered from one worker; wait until both listen
+        assert wait_until(lambda: _listeners(port) == 2, seconds=60), f"{_listeners(port)} listening sockets"
         for _ in range(64):  # a burst, as a load balancer's pool or a load generator opens them
             conns.append(socket.create_connection(("127.0.0.1", port)))
         for c in conns:  # one request each, so every connection has been accepted

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from server_helpers import PostgresServer
+
+from loopback import PostgresServer
 
 
 def test_two_replicas_share_memories_through_postgres(server_factory: Any, pg_dsn: str) -> None:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import serve_process, wait_ready
+from serve_process import serve_process
 from server_helpers import EXAMPLE_CATALOG
+
+from loopback import wait_http_ready
 
 SPAWN_DELAY_S = 8  # past uvicorn's 5 s timeout_worker_healthcheck
 
@@ -67,7 +69,7 @@ def test_a_bound_selector_that_cannot_be_built_stops_start_up(tmp_path: Path) ->
     spec = {"selectors": {"tools": {"type": "bm25", "options": {"top_kk": 3}}}, "tool_selector": "tools"}
     config.write_text(json.dumps({"spec": spec}))
     with serve_process(tmp_path, "--config", str(config), wait=False) as srv:
-        ready = wait_ready(srv.url, srv.proc, 120)
+        ready = wait_http_ready(srv.url, proc=srv.proc, seconds=120)
         code = srv.proc.wait(30) if not ready else None
         log = srv.log_text()
     assert not ready, "the service reported ready with a selector it cannot build"

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_process import serve_process, wait_ready
+from serve_process import serve_process
 
+from loopback import wait_http_ready
 from shortlist.memory.record import Memory
 from shortlist.memory.sqlite import SqliteMemoryStore
 
@@ -39,7 +40,7 @@ def _damaged(path: Path) -> Path:
 def test_serve_refuses_to_start_on_a_damaged_memory_database(tmp_path: Path) -> None:
     path = _damaged(tmp_path / "memory.db")
     with serve_process(tmp_path, "--memory", f"sqlite:///{path}", wait=False) as srv:
-        ready = wait_ready(srv.url, srv.proc, 60)
+        ready = wait_http_ready(srv.url, proc=srv.proc, seconds=60)
         code = None if ready else srv.proc.wait(30)
         log = srv.log_text()
     assert not ready, "the service reported ready on a damaged memory database"
