@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "Event",
@@ -35,10 +35,16 @@ logger = logging.getLogger("shortlist")
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    """Base of all events. ``area`` names the logger (``shortlist.<area>``); ``name`` the event kind."""
+    """Base of all events. ``area`` names the logger (``shortlist.<area>``); ``name`` the event kind.
 
-    name: str = "event"
-    area: str = "core"
+    Both are class constants (``ClassVar``), one per event class, so they cannot vary between two
+    events of one kind; :meth:`to_dict` still writes them first. ``level`` is a field: an event may
+    be logged lower when it is normal (``SelectionFallback`` for ``no_selector``). Every event is
+    listed in ``docs/events.md`` (a test keeps that page complete).
+    """
+
+    name: ClassVar[str] = "event"
+    area: ClassVar[str] = "core"
     level: int = logging.INFO
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,7 +53,10 @@ class Event:
         Field values are immutable scalars and tuples, so a shallow copy is enough; it costs a
         tenth of ``dataclasses.asdict`` on the hot path of a broken selector (one event per turn).
         """
-        return {name: getattr(self, name) for name in _field_names(type(self))}
+        out: dict[str, Any] = {"name": self.name, "area": self.area}
+        for name in _field_names(type(self)):
+            out[name] = getattr(self, name)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,8 +67,8 @@ class SelectionFallback(Event):
     ``empty_query`` (``no_selector`` and ``empty_query`` are normal, logged at DEBUG).
     """
 
-    name: str = "selection.fallback"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.fallback"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     reason: str = ""
     selector: str = ""
@@ -73,8 +82,8 @@ class SelectionFallback(Event):
 class SelectorRejectedIds(Event):
     """A selector returned ids that are not candidates; they were dropped."""
 
-    name: str = "selection.rejected_ids"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.rejected_ids"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     selector: str = ""
     kind: str = ""
@@ -85,8 +94,8 @@ class SelectorRejectedIds(Event):
 class SelectionMade(Event):
     """A turn was narrowed: what the selector chose and what surfaced."""
 
-    name: str = "selection.made"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.made"
+    area: ClassVar[str] = "selection"
     level: int = logging.DEBUG
     selector: str = ""
     kind: str = ""
@@ -157,8 +166,6 @@ def _field_names(cls: type[Event]) -> tuple[str, ...]:
 def _summary(event: Event) -> str:
     parts = []
     for name in _field_names(type(event)):
-        if name in ("name", "area"):
-            continue
         value = getattr(event, name)
         if value in ("", (), None, 0, 0.0):
             continue

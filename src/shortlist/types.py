@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from shortlist.events import Event, emit
 
@@ -127,8 +127,8 @@ class SelectionReasonTruncated(Event):
     which names the selector); this one covers in-process selectors.
     """
 
-    name: str = "selection.reason_truncated"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.reason_truncated"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     chars: int = 0
     kept: int = 0

@@ -314,6 +314,6 @@ def test_event_to_dict_is_every_field_but_the_level() -> None:
     assert len(classes) >= 10
     for cls in classes:
         event = cls()
-        expected = dataclasses.asdict(event)
+        expected = {"name": cls.name, "area": cls.area, **dataclasses.asdict(event)}  # name/area: class constants
         expected.pop("level")
         assert event.to_dict() == expected, cls.__name__

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
@@ -35,8 +35,8 @@ _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 class EmbeddingRetry(Event):
     """An embedding request failed transiently and is retried after ``delay_s``."""
 
-    name: str = "embeddings.retry"
-    area: str = "embeddings"
+    name: ClassVar[str] = "embeddings.retry"
+    area: ClassVar[str] = "embeddings"
     level: int = logging.WARNING
     model: str = ""
     attempt: int = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from shortlist.events import Event
 
@@ -21,8 +22,8 @@ __all__ = [
 class ExecSpawned(Event):
     """An external selector process was started (every call, or once per worker)."""
 
-    name: str = "exec.spawned"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.spawned"
+    area: ClassVar[str] = "exec"
     level: int = logging.DEBUG
     selector: str = ""
     pid: int = 0
@@ -35,8 +36,8 @@ class ExecSpawned(Event):
 class ExecKilled(Event):
     """An external selector's process group was killed (``timeout``, ``oversized``, ``protocol_error``…)."""
 
-    name: str = "exec.killed"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.killed"
+    area: ClassVar[str] = "exec"
     level: int = logging.WARNING
     selector: str = ""
     pid: int = 0
@@ -50,8 +51,8 @@ class ExecKilled(Event):
 class ExecWorkerRestarted(Event):
     """A persistent worker was started again because the previous one died or was killed."""
 
-    name: str = "exec.worker_restarted"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.worker_restarted"
+    area: ClassVar[str] = "exec"
     level: int = logging.WARNING
     selector: str = ""
     reason: str = ""
@@ -67,8 +68,8 @@ class ExecDescendantsKilled(Event):
     ``pids`` are those escapees; the group itself is killed as usual (``exec.killed`` says why).
     """
 
-    name: str = "exec.descendants_killed"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.descendants_killed"
+    area: ClassVar[str] = "exec"
     level: int = logging.WARNING
     selector: str = ""
     pid: int = 0
@@ -80,8 +81,8 @@ class ExecDescendantsKilled(Event):
 class ExecReasonTruncated(Event):
     """A selector's ``reason`` was longer than ``MAX_REASON_CHARS`` and was cut at the protocol boundary."""
 
-    name: str = "exec.reason_truncated"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.reason_truncated"
+    area: ClassVar[str] = "exec"
     level: int = logging.WARNING
     selector: str = ""
     chars: int = 0
@@ -96,8 +97,8 @@ class ExecRequestFailed(Event):
     the caller got ``{"id": ..., "error": ...}`` in-band (worker) or on stderr with exit 1.
     """
 
-    name: str = "exec.request_failed"
-    area: str = "exec"
+    name: ClassVar[str] = "exec.request_failed"
+    area: ClassVar[str] = "exec"
     level: int = logging.WARNING
     request_id: int | str | None = None
     error: str = ""

@@ -24,7 +24,7 @@ import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from shortlist.errors import ConfigError, MCPServerError, MissingDependencyError
 from shortlist.events import Event, EventHook, emit
@@ -66,8 +66,8 @@ def require_mcp() -> None:
 class MCPReconnected(Event):
     """A dropped MCP server connection was reopened (the stdio process restarted)."""
 
-    name: str = "mcp.reconnected"
-    area: str = "mcp"
+    name: ClassVar[str] = "mcp.reconnected"
+    area: ClassVar[str] = "mcp"
     level: int = logging.WARNING
     server: str = ""
     error: str = ""

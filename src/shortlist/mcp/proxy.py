@@ -36,7 +36,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, emit
 from shortlist.mcp.client import MCPClient
@@ -70,8 +70,8 @@ _SEARCH_SCHEMA: dict[str, Any] = {
 class FoundToolCalled(Event):
     """The model called a tool that a search found (it was not offered from the start)."""
 
-    name: str = "mcp.found_tool_called"
-    area: str = "mcp"
+    name: ClassVar[str] = "mcp.found_tool_called"
+    area: ClassVar[str] = "mcp"
     level: int = logging.INFO
     tool: str = ""
     query: str = ""
@@ -82,8 +82,8 @@ class FoundToolCalled(Event):
 class FeedbackFailed(Event):
     """Reading the feedback log's examples or recording a search or a use failed; the proxy carried on."""
 
-    name: str = "mcp.feedback_failed"
-    area: str = "mcp"
+    name: ClassVar[str] = "mcp.feedback_failed"
+    area: ClassVar[str] = "mcp"
     level: int = logging.WARNING
     what: str = ""  # "examples" (read before a search), "search" or "use"
     error: str = ""

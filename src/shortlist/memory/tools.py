@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from shortlist.errors import MemoryValueError
 from shortlist.events import Event, emit
@@ -67,8 +67,8 @@ class ToolDefinition:
 class MemoryToolCalled(Event):
     """A ``memory__*`` tool ran (``ok`` False when it answered with an error)."""
 
-    name: str = "memory.tool_called"
-    area: str = "memory"
+    name: ClassVar[str] = "memory.tool_called"
+    area: ClassVar[str] = "memory"
     tool: str = ""
     ok: bool = True
     error: str = ""

@@ -23,7 +23,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -48,8 +48,8 @@ _MAX_ITEMS = 64
 class LlmRejectedIds(Event):
     """The judge's answer named numbers or ids that are not on the shortlist; they were dropped."""
 
-    name: str = "rankers.llm_rejected_ids"
-    area: str = "rankers"
+    name: ClassVar[str] = "rankers.llm_rejected_ids"
+    area: ClassVar[str] = "rankers"
     level: int = logging.WARNING
     ranker: str = ""
     ids: tuple[str, ...] = ()

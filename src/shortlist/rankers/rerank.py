@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 import numpy as np
@@ -44,8 +44,8 @@ class RerankFallback(Event):
     ``reason``: ``not_configured`` (DEBUG) or ``error`` (WARNING, with ``error``).
     """
 
-    name: str = "rankers.rerank_fallback"
-    area: str = "rankers"
+    name: ClassVar[str] = "rankers.rerank_fallback"
+    area: ClassVar[str] = "rankers"
     level: int = logging.WARNING
     ranker: str = ""
     reason: str = ""

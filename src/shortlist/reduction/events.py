@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from shortlist.events import Event
 
@@ -29,8 +30,8 @@ __all__ = [
 class ReductionEvent(Event):
     """Base of reduction events; ``stage_id`` names the stage run that took the decision."""
 
-    name: str = "reduction.event"
-    area: str = "reduction"
+    name: ClassVar[str] = "reduction.event"
+    area: ClassVar[str] = "reduction"
     stage_id: str = ""
 
 
@@ -38,7 +39,7 @@ class ReductionEvent(Event):
 class ReductionSkipped(ReductionEvent):
     """The conversation already fits its budget: the stage did nothing and made no model call."""
 
-    name: str = "reduction.skipped"
+    name: ClassVar[str] = "reduction.skipped"
     level: int = logging.DEBUG
     tokens: int | None = None
     chars: int = 0
@@ -50,7 +51,7 @@ class ReductionSkipped(ReductionEvent):
 class ReductionStarted(ReductionEvent):
     """The conversation is over budget and the stage starts reducing it."""
 
-    name: str = "reduction.started"
+    name: ClassVar[str] = "reduction.started"
     level: int = logging.DEBUG
     tokens: int | None = None
     chars: int = 0
@@ -69,7 +70,7 @@ class ReductionApplied(ReductionEvent):
     when no token budget applies.
     """
 
-    name: str = "reduction.applied"
+    name: ClassVar[str] = "reduction.applied"
     level: int = logging.INFO
     kind: str = ""
     reducer: str = ""
@@ -82,7 +83,7 @@ class ReductionApplied(ReductionEvent):
 class ReductionModelCall(ReductionEvent):
     """A reducer called the model through ``call_model``; ``ok`` and ``error`` give the outcome."""
 
-    name: str = "reduction.model_call"
+    name: ClassVar[str] = "reduction.model_call"
     level: int = logging.INFO
     reducer: str = ""
     transport: str = ""
@@ -99,7 +100,7 @@ class ReductionSelectionRejected(ReductionEvent):
     ``reason`` is ``unknown_ids``, ``invalid_answer``, ``error`` or ``call_budget_exhausted``.
     """
 
-    name: str = "reduction.selection_rejected"
+    name: ClassVar[str] = "reduction.selection_rejected"
     level: int = logging.WARNING
     selector: str = ""
     reason: str = ""
@@ -115,7 +116,7 @@ class ReductionCompressionDiscarded(ReductionEvent):
     ``call_budget_exhausted``.
     """
 
-    name: str = "reduction.compression_discarded"
+    name: ClassVar[str] = "reduction.compression_discarded"
     level: int = logging.WARNING
     compressor: str = ""
     reason: str = ""
@@ -130,7 +131,7 @@ class ReductionBudgetExceeded(ReductionEvent):
     ``best_effort`` tells whether the over-budget result was returned (True) or an error raised.
     """
 
-    name: str = "reduction.budget_exceeded"
+    name: ClassVar[str] = "reduction.budget_exceeded"
     level: int = logging.WARNING
     over_tokens: int = 0
     over_chars: int = 0
@@ -142,7 +143,7 @@ class ReductionBudgetExceeded(ReductionEvent):
 class ReductionCancelledEvent(ReductionEvent):
     """The run was cancelled through its signal; no partial result was returned."""
 
-    name: str = "reduction.cancelled"
+    name: ClassVar[str] = "reduction.cancelled"
     level: int = logging.WARNING
     reason: str = ""
 
@@ -151,7 +152,7 @@ class ReductionCancelledEvent(ReductionEvent):
 class ReductionCompleted(ReductionEvent):
     """The stage finished reducing: the sizes before and after and the model calls used."""
 
-    name: str = "reduction.completed"
+    name: ClassVar[str] = "reduction.completed"
     level: int = logging.INFO
     tokens_before: int | None = None
     tokens_after: int | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import ConfigError
@@ -36,8 +36,8 @@ Scoring = Literal["hybrid", "lexical", "overlap"]
 class GroundingRetrieved(Event):
     """The corpus was asked about a turn: how many passages passed the relevance gate."""
 
-    name: str = "retrieval.grounding"
-    area: str = "retrieval"
+    name: ClassVar[str] = "retrieval.grounding"
+    area: ClassVar[str] = "retrieval"
     level: int = 10  # DEBUG
     query_chars: int = 0
     candidates: int = 0

@@ -19,7 +19,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from shortlist.events import Event, EventHook, emit
 from shortlist.memory.record import ConsentCategory, Memory, validate_scope
@@ -87,8 +87,8 @@ class ContextRetriever(Protocol):
 class RetrievalFailed(Event):
     """A retriever or the memory store failed during ambient injection; the turn went on without it."""
 
-    name: str = "retrieval.failed"
-    area: str = "retrieval"
+    name: ClassVar[str] = "retrieval.failed"
+    area: ClassVar[str] = "retrieval"
     level: int = 30  # WARNING
     source: str = ""
     error: str = ""

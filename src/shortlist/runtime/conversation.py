@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from shortlist.config import RuntimeConfig
 from shortlist.errors import ConfigError
@@ -103,8 +103,8 @@ RESERVED_TOOL_PREFIXES: tuple[str, ...] = ("memory__", "skill__")
 class RuntimeStepFailed(Event):
     """A step of the turn failed and the turn went on without it."""
 
-    name: str = "runtime.step_failed"
-    area: str = "runtime"
+    name: ClassVar[str] = "runtime.step_failed"
+    area: ClassVar[str] = "runtime"
     level: int = 30
     step: str = ""
     error: str = ""
@@ -114,8 +114,8 @@ class RuntimeStepFailed(Event):
 class ToolsPrefetched(Event):
     """Deferred tools were loaded into the history before the model call (no model call spent)."""
 
-    name: str = "runtime.tools_prefetched"
-    area: str = "runtime"
+    name: ClassVar[str] = "runtime.tools_prefetched"
+    area: ClassVar[str] = "runtime"
     level: int = logging.INFO
     tools: tuple[str, ...] = ()
 

@@ -19,7 +19,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from shortlist.errors import SelectorTimeout
 from shortlist.events import Event, EventHook, emit
@@ -38,8 +38,8 @@ T = TypeVar("T")
 class SelectorSaturated(Event):
     """Every thread of a selector is still busy with earlier calls (hung?); this call was refused."""
 
-    name: str = "selection.selector_saturated"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.selector_saturated"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     selector: str = ""
     threads: int = 0

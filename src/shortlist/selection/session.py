@@ -42,7 +42,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from shortlist.errors import ConfigError
 from shortlist.events import Event, EventHook, emit
@@ -104,8 +104,8 @@ SEARCH_TOOL_PARAMETERS: dict[str, Any] = {
 class OfferChanged(Event):
     """A conversation's tools block changed (re-billing the cached prefix behind it), and why."""
 
-    name: str = "selection.offer_changed"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.offer_changed"
+    area: ClassVar[str] = "selection"
     level: int = logging.INFO
     policy: str = ""
     reason: str = ""
@@ -118,8 +118,8 @@ class OfferChanged(Event):
 class ToolSearched(Event):
     """The model searched for tools it was not offered (the in-turn escape hatch)."""
 
-    name: str = "selection.tool_searched"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.tool_searched"
+    area: ClassVar[str] = "selection"
     level: int = logging.INFO
     query: str = ""
     found: tuple[str, ...] = ()

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 import uvicorn
@@ -62,8 +62,8 @@ class ConnectionClosed(Event):
     ``limit`` connections open; answered 503).
     """
 
-    name: str = "server.connection_closed"
-    area: str = "server"
+    name: ClassVar[str] = "server.connection_closed"
+    area: ClassVar[str] = "server"
     level: int = logging.DEBUG
     reason: str = ""
     client: str = ""

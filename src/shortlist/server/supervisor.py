@@ -25,6 +25,7 @@ import logging
 import time
 from dataclasses import dataclass
 from socket import socket
+from typing import ClassVar
 
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
@@ -46,8 +47,8 @@ class WorkerEvent(Event):
     within ``timeout_s``; killed and replaced).
     """
 
-    name: str = "server.worker"
-    area: str = "server"
+    name: ClassVar[str] = "server.worker"
+    area: ClassVar[str] = "server"
     level: int = logging.INFO
     state: str = ""
     pid: int = 0

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from shortlist.errors import CatalogError
 from shortlist.events import Event, emit
@@ -19,8 +20,8 @@ __all__ = ["SkillShadowed", "add_first_wins", "discover_skills"]
 class SkillShadowed(Event):
     """A later source defined a skill name that an earlier one already defined; the first wins."""
 
-    name: str = "skills.shadowed"
-    area: str = "skills"
+    name: ClassVar[str] = "skills.shadowed"
+    area: ClassVar[str] = "skills"
     level: int = logging.WARNING
     skill: str = ""
     kept: str = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from shortlist.events import Event
 
@@ -25,8 +26,8 @@ class SkillRefused(Event):
     ``too_deeply_nested``, ``invalid`` (any other validation failure).
     """
 
-    name: str = "skills.refused"
-    area: str = "skills"
+    name: ClassVar[str] = "skills.refused"
+    area: ClassVar[str] = "skills"
     level: int = logging.WARNING
     path: str = ""
     reason: str = ""
@@ -42,8 +43,8 @@ class SkillResourceRefused(Event):
     ``unreadable``, ``too_large``, ``not_utf8``.
     """
 
-    name: str = "skills.resource_refused"
-    area: str = "skills"
+    name: ClassVar[str] = "skills.resource_refused"
+    area: ClassVar[str] = "skills"
     level: int = logging.WARNING
     skill: str = ""
     path: str = ""

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import bm25s
 import numpy as np
@@ -117,8 +117,8 @@ class IndexVerification:
 class IndexUnverified(Event):
     """An index was loaded without checksum verification (it was written before checksums existed)."""
 
-    name: str = "retrieval.index_unverified"
-    area: str = "retrieval"
+    name: ClassVar[str] = "retrieval.index_unverified"
+    area: ClassVar[str] = "retrieval"
     level: int = logging.WARNING
     path: str = ""
     reason: str = ""
