@@ -9,6 +9,7 @@ The file has the reference's shape::
       sandboxes:  {NAME: {mode: direct|docker_run|docker_exec|kubectl_exec, ...mode keys}}
       selectors:  {NAME: {command, args, env, timeout_ms, sandbox, worker}   # external process
                    NAME: {type: bm25|embedding|hybrid|..., options: {...}}}   # built-in ranker
+                  # either kind also: fallback: NAME, breaker: {failures, cooldown_ms}, timeout_ms
       skills:     {selector: NAME}
       tool_selector: NAME
       selection:  {order, on_abstain, pin_namespaces, always_include, timeout_ms}   # ours
@@ -32,6 +33,7 @@ from shortlist.errors import ConfigError
 
 __all__ = [
     "EXEC_TYPE",
+    "BreakerConfig",
     "CredentialConfig",
     "EmbeddingProviderConfig",
     "RuntimeConfig",
@@ -100,8 +102,30 @@ class SandboxConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
+class BreakerConfig(_Strict):
+    """``breaker:`` of a selector: open after ``failures`` consecutive failures, probe after ``cooldown_ms``.
+
+    See :class:`~shortlist.selection.wrappers.BreakerSelector`.
+    """
+
+    failures: int = Field(default=3, ge=1)
+    cooldown_ms: float = Field(default=5000.0, gt=0)
+
+    @property
+    def cooldown_s(self) -> float:
+        """The cooldown in seconds."""
+        return self.cooldown_ms / 1000
+
+
 class SelectorConfig(_Strict):
-    """One selector: an external process (``command``) or a built-in ranker (``type``)."""
+    """One selector: an external process (``command``) or a built-in ranker (``type``).
+
+    Failure behaviour, for either kind (built by the registry as wrappers, see
+    :mod:`shortlist.selection.wrappers`): ``timeout_ms`` (an external process is killed at its
+    deadline; a built-in ranker gets the deadline on its own thread pool — unset or 0: none of
+    its own), ``breaker:`` (a circuit breaker) and ``fallback:`` (the selector asked when this
+    one fails, times out or answers nothing: a built-in type or another entry, no cycles).
+    """
 
     type: str = EXEC_TYPE
     command: str | None = None
@@ -112,6 +136,8 @@ class SelectorConfig(_Strict):
     worker: bool = False
     max_output_bytes: int = 4 * 1024 * 1024
     options: dict[str, Any] = Field(default_factory=dict)
+    fallback: str | None = None
+    breaker: BreakerConfig | None = None
 
     @field_validator("type")
     @classmethod
@@ -150,7 +176,17 @@ class SelectorConfig(_Strict):
     @classmethod
     def _timeout(cls, value: int | None) -> int | None:
         if value is not None and value < 0:
-            raise ValueError("timeout_ms must be >= 0 (0 or unset means the default, 10000)")
+            raise ValueError(
+                "timeout_ms must be >= 0 (0 or unset: 10000 for an external process, no deadline of its own "
+                "for a built-in ranker)"
+            )
+        return value
+
+    @field_validator("fallback")
+    @classmethod
+    def _fallback_name(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("fallback must name a selector (a built-in type such as bm25, or another entry)")
         return value
 
     @model_validator(mode="after")
@@ -176,8 +212,13 @@ class SelectorConfig(_Strict):
 
     @property
     def effective_timeout_ms(self) -> int:
-        """The timeout in milliseconds (0 or unset means 10000)."""
+        """The external process's timeout in milliseconds (0 or unset means 10000)."""
         return self.timeout_ms or 10_000
+
+    @property
+    def is_external(self) -> bool:
+        """True for an external process (``type: exec`` or ``exec:COMMAND``), which enforces its own timeout."""
+        return self.type == EXEC_TYPE or self.type.startswith("exec:")
 
 
 class SkillsConfig(_Strict):
@@ -265,6 +306,7 @@ class RuntimeConfig(_Strict):
                     path=f"spec.selectors.{name}.sandbox",
                 )
         names = set(spec.active_selectors) | set(extra_names)
+        self._check_fallbacks(names, source)
         bindings = {"spec.tool_selector": spec.tool_selector}
         if spec.skills is not None:
             bindings["spec.skills.selector"] = spec.skills.selector
@@ -278,6 +320,36 @@ class RuntimeConfig(_Strict):
                     source=source,
                     path=path,
                 )
+
+    def _check_fallbacks(self, names: set[str], source: str | None) -> None:
+        """Every ``fallback:`` names a known selector, and no chain of fallbacks comes back to itself."""
+        selectors = self.spec.active_selectors
+        for name, sel in selectors.items():
+            ref = sel.fallback
+            if ref is None:
+                continue
+            if ref not in names:
+                hint = difflib.get_close_matches(ref, sorted(names - {name}), n=1)
+                raise ConfigError(
+                    f"fallback {ref!r} is not a built-in selector type nor declared under spec.selectors"
+                    + (f"; did you mean {hint[0]!r}?" if hint else "")
+                    + f" (known: {sorted(names)})",
+                    source=source,
+                    path=f"spec.selectors.{name}.fallback",
+                )
+            chain = [name]
+            while ref is not None:
+                if ref in chain:
+                    cycle = " -> ".join([*chain[chain.index(ref) :], ref])
+                    raise ConfigError(
+                        f"fallback cycle {cycle}: a selector cannot fall back to itself; end the chain with a "
+                        "selector that has no fallback (e.g. bm25)",
+                        source=source,
+                        path=f"spec.selectors.{name}.fallback",
+                    )
+                chain.append(ref)
+                nxt = selectors.get(ref)
+                ref = nxt.fallback if nxt is not None else None
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:

@@ -4,6 +4,16 @@ Built-ins are a table of ``"module:factory"`` paths imported only when used, so 
 them imports nothing heavy. A name registered in code beats a config entry of the same
 name (and registering one name twice is an error). Every selector's ``init`` runs exactly
 once, when it is first resolved, with the shared :class:`SelectorContext`.
+
+A config entry's failure behaviour is built here, as wrappers around the selector (see
+:mod:`shortlist.selection.wrappers`), so library, CLI, service and runtime all get it::
+
+    FallbackSelector(BreakerSelector(TimeoutSelector(ranker)), <the fallback, by name>)
+
+``timeout_ms`` (built-in rankers only: an external process enforces its own), then
+``breaker:`` (so timeouts count as failures), then ``fallback:`` (so an open breaker's refusal
+is answered by the fallback). The fallback is resolved by name through this registry: it is
+built and initialised once, closed by the registry, and may be bound elsewhere too.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Any
 from shortlist.config import EXEC_TYPE, RuntimeConfig, SelectorConfig
 from shortlist.errors import ConfigError, MissingDependencyError
 from shortlist.selection.base import Selector, SelectorContext
+from shortlist.selection.wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
 
 __all__ = [
     "BUILTIN_SELECTORS",
@@ -97,6 +108,19 @@ def _create_exec(name: str, cfg: SelectorConfig, sandboxes: Mapping[str, Any]) -
 
     selector: Selector = ExecSelector.from_config(name, cfg, sandboxes)
     return selector
+
+
+class _Borrowed(WrapperSelector):
+    """A selector this registry owns, used inside another's chain: ``init``/``close`` are the registry's."""
+
+    def init(self, ctx: SelectorContext) -> None:
+        """Nothing: the registry initialised it when it resolved it."""
+
+    def close(self) -> None:
+        """Nothing: the registry closes it."""
+
+    async def aclose(self) -> None:
+        """Nothing: the registry closes it."""
 
 
 class SelectorRegistry:
@@ -185,8 +209,10 @@ class SelectorRegistry:
         cfg = self.config.spec.active_selectors.get(name)
         if cfg is not None:
             if cfg.type == EXEC_TYPE:
-                return _create_exec(name, cfg, self.config.spec.sandboxes)
-            return create_builtin_selector(cfg.type, name=name, **cfg.options)
+                selector = _create_exec(name, cfg, self.config.spec.sandboxes)
+            else:
+                selector = create_builtin_selector(cfg.type, name=name, **cfg.options)
+            return self._wrap(name, cfg, selector)
         if name in BUILTIN_SELECTORS or name.startswith("exec:"):
             return create_builtin_selector(name)
         hint = difflib.get_close_matches(name, list(self.names), n=1)
@@ -196,6 +222,16 @@ class SelectorRegistry:
             + f" (known: {', '.join(self.names)})",
             source=self._source,
         )
+
+    def _wrap(self, name: str, cfg: SelectorConfig, selector: Selector) -> Selector:
+        """``selector`` inside the wrappers ``cfg`` asks for (timeout, breaker, fallback)."""
+        if cfg.timeout_ms and not cfg.is_external:
+            selector = TimeoutSelector(selector, cfg.timeout_ms / 1000)
+        if cfg.breaker is not None:
+            selector = BreakerSelector(selector, failures=cfg.breaker.failures, cooldown_s=cfg.breaker.cooldown_s)
+        if cfg.fallback:  # no cycles: checked when the config loaded (check_references)
+            selector = FallbackSelector(selector, _Borrowed(self.get(cfg.fallback)), name=name)
+        return selector
 
     def tool_selector(self) -> Selector | None:
         """The selector bound to ``spec.tool_selector``, or None."""

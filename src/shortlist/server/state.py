@@ -12,10 +12,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from shortlist.config import EXEC_TYPE, RuntimeConfig, load_runtime_config
+from shortlist.config import BreakerConfig, RuntimeConfig, load_runtime_config
 from shortlist.errors import ConfigError
 from shortlist.events import add_event_hook, remove_event_hook
-from shortlist.selection.base import Selector
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.server.metrics import ServiceMetrics
 from shortlist.server.settings import ServerSettings
@@ -60,21 +59,23 @@ def open_memory_store(url: str) -> MemoryStore:
     raise ConfigError(f"unknown memory store {url!r}: use memory:, sqlite:///PATH or postgresql://...")
 
 
-def _guarded_exec_selectors(config: RuntimeConfig, settings: ServerSettings) -> dict[str, Selector]:
-    """The config's external selectors, each behind a circuit breaker (see :mod:`shortlist.server.breaker`)."""
-    if settings.breaker_threshold <= 0:
-        return {}
-    from shortlist.exec.client import ExecSelector
-    from shortlist.server.breaker import CircuitBreakerSelector
+def _with_default_breakers(config: RuntimeConfig, settings: ServerSettings) -> RuntimeConfig:
+    """``config`` with a circuit breaker on every external selector that has no ``breaker:`` of its own.
 
-    out: dict[str, Selector] = {}
-    for name, cfg in config.spec.active_selectors.items():
-        if cfg.type == EXEC_TYPE:
-            inner = ExecSelector.from_config(name, cfg, config.spec.sandboxes)
-            out[name] = CircuitBreakerSelector(
-                inner, threshold=settings.breaker_threshold, cooldown_s=settings.breaker_cooldown_s
-            )
-    return out
+    The breaker is the library's (:class:`~shortlist.selection.wrappers.BreakerSelector`), built
+    by the registry like every ``breaker:``; the service's default is ``--breaker-threshold``
+    consecutive failures and ``--breaker-cooldown`` seconds (threshold 0: no default breaker).
+    """
+    if settings.breaker_threshold <= 0:
+        return config
+    default = BreakerConfig(failures=settings.breaker_threshold, cooldown_ms=settings.breaker_cooldown_s * 1000)
+    selectors = {
+        name: cfg.model_copy(update={"breaker": default})
+        if cfg is not None and cfg.is_external and cfg.breaker is None
+        else cfg
+        for name, cfg in config.spec.selectors.items()
+    }
+    return config.model_copy(update={"spec": config.spec.model_copy(update={"selectors": selectors})})
 
 
 def _corpus_retriever(settings: ServerSettings) -> Any:
@@ -113,9 +114,7 @@ class ServiceState:
         self.ready = False
         config = load_runtime_config(settings.config_path) if settings.config_path else RuntimeConfig()
         self.shortlist = Shortlist(
-            selector=settings.selector or DEFAULT,
-            config=config,
-            selectors=_guarded_exec_selectors(config, settings),
+            selector=settings.selector or DEFAULT, config=_with_default_breakers(config, settings)
         )
         self.catalogs: dict[str, tuple[Candidate, ...]] = {
             name: tuple(load_catalog(path)) for name, path in settings.catalogs.items()
