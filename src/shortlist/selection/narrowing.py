@@ -18,6 +18,8 @@ It holds no state between turns, so concurrent turns cannot see each other's nar
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import fnmatch
 import logging
 import threading
@@ -29,7 +31,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from shortlist.errors import SelectorError, SelectorTimeout
-from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit
+from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist.selection.base import Selector
 from shortlist.selection.isolation import arun_isolated, run_isolated
 from shortlist.types import Candidate, Query, Selection
@@ -395,6 +397,11 @@ def _made(
     )
 
 
+def _scoped(hooks: Sequence[EventHook]) -> contextlib.AbstractContextManager[None]:
+    """``hooks`` as scoped hooks while the selector runs (nothing to do without hooks)."""
+    return event_hooks(*hooks) if hooks else contextlib.nullcontext()
+
+
 def narrow(
     selector: Selector | None,
     query: Query,
@@ -423,12 +430,12 @@ def narrow(
     rankable = split.rankable
     start = time.perf_counter()
     try:
-        if policy.timeout_s is None:
-            answer: Any = selector.select(query, rankable)
-        else:  # on the selector's own pool: a hung selector can exhaust only its own threads
-            answer = run_isolated(
-                selector, selector.select, query, rankable, timeout_s=policy.timeout_s, hooks=tuple(hooks)
-            )
+        with _scoped(hooks):  # what the selector's wrappers emit (fallback hops, breaker) reaches ``hooks`` too
+            if policy.timeout_s is None:
+                answer: Any = selector.select(query, rankable)
+            else:  # on the selector's own pool: a hung selector can exhaust only its own threads
+                run = contextvars.copy_context().run  # the scoped hooks follow into the pool thread
+                answer = run_isolated(selector, run, selector.select, query, rankable, timeout_s=policy.timeout_s)
     except SelectorTimeout as exc:
         elapsed = (time.perf_counter() - start) * 1000
         return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
@@ -456,12 +463,14 @@ async def anarrow(
     rankable = split.rankable
     start = time.perf_counter()
     try:
-        if policy.timeout_s is not None and type(selector).aselect is Selector.aselect:  # thread-run, deadline
-            answer: Any = await arun_isolated(
-                selector, selector.select, query, rankable, timeout_s=policy.timeout_s, hooks=tuple(hooks)
-            )
-        else:
-            answer = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
+        with _scoped(hooks):  # what the selector's wrappers emit reaches ``hooks`` too
+            if policy.timeout_s is not None and type(selector).aselect is Selector.aselect:  # thread-run, deadline
+                run = contextvars.copy_context().run
+                answer: Any = await arun_isolated(
+                    selector, run, selector.select, query, rankable, timeout_s=policy.timeout_s
+                )
+            else:
+                answer = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
     except (TimeoutError, SelectorTimeout) as exc:
         elapsed = (time.perf_counter() - start) * 1000
         err = (
