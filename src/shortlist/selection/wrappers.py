@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.events import Event, emit
@@ -150,8 +151,8 @@ class CircuitBreakerChanged(Event):
     :func:`~shortlist.events.add_event_hook` see it; a request's scoped hooks do not.
     """
 
-    name: str = "breaker.changed"
-    area: str = "selection"
+    name: ClassVar[str] = "breaker.changed"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     selector: str = ""
     state: str = ""  # "open" or "closed"
@@ -316,8 +317,8 @@ class SelectorFellBack(Event):
     :class:`~shortlist.events.SelectionFallback` does.
     """
 
-    name: str = "selection.selector_fell_back"
-    area: str = "selection"
+    name: ClassVar[str] = "selection.selector_fell_back"
+    area: ClassVar[str] = "selection"
     level: int = logging.WARNING
     selector: str = ""
     fallback: str = ""
