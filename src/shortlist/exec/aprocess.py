@@ -15,78 +15,58 @@ this module only runs it in a thread of its own and maps a cancellation onto it:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import threading
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from shortlist.exec.process import Interrupt, RunResult, run_once
 from shortlist.exec.sandbox import Launch
 
-__all__ = ["arun_once"]
+__all__ = ["arun_once", "run_interruptible"]
+
+T = TypeVar("T")
 
 
-def _settle(done: asyncio.Future[RunResult], result: RunResult | None, error: BaseException | None) -> None:
-    if done.cancelled():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        assert result is not None
-        done.set_result(result)
-
-
-async def arun_once(
-    launch: Launch,
-    payload: bytes,
-    *,
-    timeout_s: float,
-    max_output_bytes: int,
-    tail_bytes: int,
-    selector: str,
-    on_spawn: Callable[[int], None] | None = None,
-    on_kill: Callable[[int, str, float, str], None] | None = None,
-) -> RunResult:
-    """Run :func:`~shortlist.exec.process.run_once` without blocking the loop (same arguments, same errors).
+async def run_interruptible(call: Callable[[Interrupt], T], *, name: str = "shortlist-exec") -> T:
+    """Run ``call(interrupt)`` in a thread of its own; a cancellation sets ``interrupt`` and waits for ``call`` to end.
 
     Raises:
-        SelectorProcessError: spawn failure, or a non-zero exit (even with valid stdout).
-        SelectorTimeout: no exit before the deadline.
-        SelectorProtocolError: stdout larger than ``max_output_bytes``.
-        asyncio.CancelledError: the task was cancelled (the process tree is killed first).
+        asyncio.CancelledError: the task was cancelled (after ``call`` has returned or raised).
+        Exception: whatever ``call`` raises.
     """
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[RunResult] = loop.create_future()
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()  # only ``call`` settles it
     interrupt = Interrupt()
     context = contextvars.copy_context()
 
     def run() -> None:
-        result: RunResult | None = None
-        error: BaseException | None = None
         try:
-            result = context.run(
-                run_once,
-                launch,
-                payload,
-                timeout_s=timeout_s,
-                max_output_bytes=max_output_bytes,
-                tail_bytes=tail_bytes,
-                selector=selector,
-                on_spawn=on_spawn,
-                on_kill=on_kill,
-                interrupt=interrupt,
-            )
+            future.set_result(context.run(call, interrupt))
         except BaseException as exc:  # handed to the awaiting task, whatever it is
-            error = exc
+            future.set_exception(exc)
         finally:
             interrupt.close()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits the answer
-            loop.call_soon_threadsafe(_settle, done, result, error)
 
-    threading.Thread(target=run, name=f"shortlist-exec-{selector}").start()
+    threading.Thread(target=run, name=name).start()
+    done = asyncio.wrap_future(future)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         interrupt.set()
-        await asyncio.wait({done})  # the engine kills the tree and reaps the process (shield retrieves its error)
+        with contextlib.suppress(BaseException):  # the call ends promptly; its outcome is dropped
+            await done
         raise
+
+
+async def arun_once(launch: Launch, payload: bytes, **options: Any) -> RunResult:
+    """:func:`~shortlist.exec.process.run_once` (same keyword arguments, same errors) without blocking the loop.
+
+    Cancelling the awaiting task kills the process tree and reaps the process, then re-raises.
+    """
+    name = f"shortlist-exec-{options.get('selector', '')}"
+    return await run_interruptible(
+        lambda interrupt: run_once(launch, payload, interrupt=interrupt, **options), name=name
+    )

@@ -331,7 +331,7 @@ def wait_exit(proc: subprocess.Popen[bytes], deadline: float, interrupt: Interru
             try:
                 remaining = max(0.0, deadline - time.monotonic())
                 ready, _, _ = select.select([fd, *wake], [], [], remaining)
-                return bool(ready) or _has_exited(proc.pid)
+                return fd in ready or _has_exited(proc.pid)
             finally:
                 os.close(fd)
     delay = 0.0005
