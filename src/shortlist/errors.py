@@ -15,6 +15,7 @@
     ├── DocumentTooDeep           a wire document nests too deep (also a ValueError)
     ├── EmbeddingError            an embedding provider failed
     ├── ModelError                a chat model endpoint failed or answered something unusable
+    ├── ModelRequestBlocked       a real (maybe paid) model request was refused inside a test suite
     ├── MCPServerError            an MCP server could not be reached (after one reconnect)
     ├── SkillToolError            a skill tool call failed; returned to the model as a tool error
     ├── ContextBudgetError        a conversation cannot fit its budget without touching protected content
@@ -59,6 +60,7 @@ __all__ = [
     "MessageFormatError",
     "MissingDependencyError",
     "ModelError",
+    "ModelRequestBlocked",
     "ReductionCancelled",
     "SelectorError",
     "SelectorProcessError",
@@ -206,6 +208,14 @@ class DocumentTooDeep(ShortlistError, ValueError):
 
 class ModelError(ShortlistError):
     """The model endpoint failed or answered something unusable."""
+
+
+class ModelRequestBlocked(ShortlistError):
+    """A model, embedder or reranker was about to call a non-local endpoint inside a test suite.
+
+    See :mod:`shortlist.model_guard`: a loopback server or a test transport is allowed, and
+    ``shortlist.testing.allow_model_requests()`` lifts the block deliberately.
+    """
 
 
 class MCPServerError(ShortlistError):

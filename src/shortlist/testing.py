@@ -5,27 +5,26 @@ raises), :class:`SlowSelector` (sleeps, then answers), :class:`HashEmbedder` (de
 vectors from token hashes: texts sharing words are close) and :class:`ScriptedModel` (a
 model callable that replays scripted answers and records prompts).
 
-Rankers that call a host model (the LLM judge) refuse to run while model requests are
-blocked, unless the model is a test double (anything with ``shortlist_test_double =
-True``). Requests are blocked inside pytest (``PYTEST_CURRENT_TEST`` is set) and inside
-:func:`block_model_requests`; :func:`allow_model_requests` lifts the block explicitly.
+The model-request switch lives in :mod:`shortlist.model_guard` (re-exported here): while
+requests are blocked (inside pytest, or inside :func:`block_model_requests`), HTTP-backed
+models, embedders and rerankers refuse every non-loopback endpoint, and the LLM judge refuses
+a model that is not a test double (anything with ``shortlist_test_double = True``);
+:func:`allow_model_requests` lifts the block explicitly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import hashlib
-import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
+from shortlist.model_guard import allow_model_requests, block_model_requests, is_test_double, model_requests_blocked
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate, Query, Selection
 
@@ -40,41 +39,6 @@ __all__ = [
     "is_test_double",
     "model_requests_blocked",
 ]
-
-_override: contextvars.ContextVar[bool | None] = contextvars.ContextVar("shortlist_model_requests", default=None)
-
-
-def model_requests_blocked() -> bool:
-    """True when real model calls must not be made (inside pytest, or inside :func:`block_model_requests`)."""
-    override = _override.get()
-    if override is not None:
-        return not override
-    return "PYTEST_CURRENT_TEST" in os.environ
-
-
-@contextlib.contextmanager
-def block_model_requests() -> Iterator[None]:
-    """Block real model calls in this context (thread/task) until the block exits."""
-    token = _override.set(False)
-    try:
-        yield
-    finally:
-        _override.reset(token)
-
-
-@contextlib.contextmanager
-def allow_model_requests() -> Iterator[None]:
-    """Allow real model calls in this context, even inside a test suite (use deliberately)."""
-    token = _override.set(True)
-    try:
-        yield
-    finally:
-        _override.reset(token)
-
-
-def is_test_double(obj: object) -> bool:
-    """True when ``obj`` declares itself a test double (``shortlist_test_double = True``)."""
-    return getattr(obj, "shortlist_test_double", False) is True
 
 
 class StaticSelector(Selector):

@@ -25,6 +25,7 @@ import numpy as np
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import EmbeddingError
 from shortlist.events import Event, emit
+from shortlist.model_guard import check_model_request
 
 __all__ = ["EmbeddingRetry", "OpenAIEmbedder"]
 
@@ -156,6 +157,7 @@ class OpenAIEmbedder(Embedder):
         return self._client
 
     def _post(self, texts: Sequence[str]) -> Vectors:
+        check_model_request(self.url, who=self.model_name, test_double=isinstance(self._transport, httpx.MockTransport))
         last: BaseException | None = None
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
@@ -184,6 +186,7 @@ class OpenAIEmbedder(Embedder):
     # -- async ------------------------------------------------------------------------------
 
     async def _apost(self, client: httpx.AsyncClient, texts: Sequence[str]) -> Vectors:
+        check_model_request(self.url, who=self.model_name)
         last: BaseException | None = None
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None

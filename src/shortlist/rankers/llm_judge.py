@@ -9,7 +9,7 @@ with nothing usable raises (the turn falls back); ``none`` is an abstention.
 
 The model is any callable ``prompt -> str`` (or an async one, or an object with an async
 ``acall``), given in code or as a ``"module:attribute"`` path in configuration. Inside a
-test suite (see :mod:`shortlist.testing`) the judge refuses to call a model that is not a
+test suite (see :mod:`shortlist.model_guard`) the judge refuses to call a model that is not a
 declared test double, unless ``allow_model_requests=True``.
 """
 
@@ -30,10 +30,10 @@ import numpy as np
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import ConfigError, SelectorError
 from shortlist.events import Event, emit
+from shortlist.model_guard import is_test_double, model_requests_blocked
 from shortlist.rankers.base import Abstention, Ranker, Scores
 from shortlist.rankers.embedding import make_abstention
 from shortlist.selection.base import SelectorContext
-from shortlist.testing import is_test_double, model_requests_blocked
 from shortlist.types import Candidate, Query, Selection
 
 __all__ = ["LlmJudgeRanker", "LlmRejectedIds", "ModelCallable", "build_prompt", "parse_choices"]

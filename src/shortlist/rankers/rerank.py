@@ -26,6 +26,7 @@ import numpy as np
 
 from shortlist.embeddings.base import Embedder
 from shortlist.events import Event, emit
+from shortlist.model_guard import check_model_request
 from shortlist.rankers.base import Abstention, Ranker, Scores, candidate_text
 from shortlist.rankers.embedding import make_abstention
 from shortlist.selection.base import SelectorContext
@@ -172,10 +173,12 @@ class RerankRanker(Ranker):
         Raises:
             httpx.HTTPError: transport failure or an HTTP error status.
             ValueError: the answer is not a known rerank shape.
+            ModelRequestBlocked: inside a test suite, the URL is not a loopback host.
         """
         url = self.url
         if not url:
             raise ValueError("no rerank URL configured")
+        check_model_request(url, who=self.name, test_double=isinstance(self._transport, httpx.MockTransport))
         headers = {"Content-Type": "application/json"}
         key = self._key()
         if key:

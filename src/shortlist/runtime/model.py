@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from shortlist.errors import ConfigError, ModelError
+from shortlist.model_guard import check_model_request
 
 __all__ = ["CallableModel", "ChatModel", "ModelError", "OpenAIChatModel"]
 
@@ -75,7 +76,13 @@ class OpenAIChatModel(ChatModel):
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
 
     async def acomplete(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST the request to ``{base_url}/chat/completions``."""
+        """POST the request to ``{base_url}/chat/completions``.
+
+        Raises:
+            ModelError: the endpoint failed or answered something unusable.
+            ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
+        """
+        check_model_request(self.base_url, who=f"chat model {self.model}")
         try:
             resp = await self._client.post(f"{self.base_url}/chat/completions", json=dict(request))
         except httpx.HTTPError as exc:
