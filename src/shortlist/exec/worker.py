@@ -5,7 +5,7 @@ response one line on its stdout (echoing the ``"id"``; the client checks it). Ca
 serialised with a lock: a worker handles one request at a time. A worker that crashed,
 timed out, or broke the framing is killed (its whole process group) and started again on
 the next call; each restart is an :class:`~shortlist.exec.events.ExecWorkerRestarted` event.
-Its descendants that left the group are killed with it (:class:`~shortlist.exec.process.ProcessTree`).
+Its descendants that left the group are killed with it (:class:`~shortlist.exec.tree.ProcessTree`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import time
 import weakref
 
 from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
-from shortlist.exec.process import ProcessTree, TailBuffer, describe_exit, spawn
+from shortlist.exec.process import TailBuffer, describe_exit, spawn
 from shortlist.exec.sandbox import Launch
+from shortlist.exec.tree import ProcessTree
 
 __all__ = ["WorkerProcess"]
 
