@@ -14,6 +14,7 @@ import tempfile
 from typing import Any
 
 from shortlist.cli._output import fail
+from shortlist.errors import MissingDependencyError
 
 __all__ = ["register"]
 
@@ -157,8 +158,15 @@ def _flag_of(loc: tuple[int | str, ...]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist serve`` until interrupted."""
-    import uvicorn
-    from uvicorn.config import STARTUP_FAILURE
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn
+        from uvicorn.config import STARTUP_FAILURE
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"shortlist serve needs the 'server' extra ({exc.name or exc} is missing): pip install 'shortlist[server]'"
+        ) from exc
 
     from shortlist.server.auth import is_loopback
     from shortlist.server.protocol import ServiceConfig

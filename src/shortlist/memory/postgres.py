@@ -27,10 +27,16 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
+from shortlist.errors import MemoryStoreFull, MemoryStoreUnavailable, MemoryValueError, MissingDependencyError
 
-from shortlist.errors import MemoryStoreFull, MemoryStoreUnavailable, MemoryValueError
+try:
+    import psycopg
+    from psycopg.types.json import Jsonb
+except ImportError as exc:  # the backend names its extra instead of a traceback (shortlist serve, the CLI)
+    raise MissingDependencyError(
+        "the PostgreSQL memory store needs psycopg: pip install 'shortlist[postgres]'"
+    ) from exc
+
 from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
