@@ -1,22 +1,17 @@
-"""Text analysis shared by the lexical rankers: tokenisation and the fields of a candidate to index.
+"""What the lexical rankers index of a candidate, and the analyser they index it with.
 
-Tokenisation splits snake_case, camelCase, dotted and hyphenated identifiers and every
-punctuation mark, lowercases, drops English stopwords and applies the Snowball English
-stemmer (PyStemmer). Stems are memoised per word, and each thread gets its own stemmer
-(PyStemmer objects must not be shared between threads).
+Terms come from :mod:`shortlist.text`'s ``tools`` preset: snake_case, camelCase, dotted and
+hyphenated identifiers and every punctuation mark split, lowercased, English stopwords dropped,
+Snowball English stems (one stemmer per thread, stems memoised).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import re
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
-
+from shortlist.text import Analyser, analyser, stopword_list
 from shortlist.types import Candidate
 
 __all__ = [
@@ -27,20 +22,29 @@ __all__ = [
     "joined",
     "parameter_text",
     "split_words",
+    "tool_analyser",
 ]
 
-#: Named stopword lists: ``"en"`` (Lucene's 33 words, what bm25s uses), ``"en_plus"`` (a longer
-#: English list that also drops "can", "you", "me", …), ``"none"``.
-STOPWORD_SETS: dict[str, frozenset[str]] = {
-    "en": frozenset(STOPWORDS_EN),
-    "en_plus": frozenset(STOPWORDS_EN_PLUS),
-    "none": frozenset(),
-}
+#: The stopword lists a lexical ranker accepts: ``"en"`` (Lucene's 33 words, what bm25s uses),
+#: ``"en_plus"`` (a longer English list that also drops "can", "you", "me", …), ``"none"``.
+STOPWORD_SETS: dict[str, frozenset[str]] = {name: stopword_list(name) for name in ("en", "en_plus", "none")}
 
-# "HTTPServer" -> "HTTP Server", "getWeather" -> "get Weather", "v2Api" -> "v2 Api".
-_CAMEL_UPPER = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
-_CAMEL_LOWER = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_WORD = re.compile(r"[^\W_]+")
+
+def tool_analyser(*, stopwords: str = "en", stem: bool = True) -> Analyser:
+    """The ``tools`` preset with the ranker's ``stopwords`` (a key of :data:`STOPWORD_SETS`) and ``stem``.
+
+    Raises:
+        ValueError: an unknown stopword list.
+    """
+    if stopwords not in STOPWORD_SETS:
+        raise ValueError(f"unknown stopwords {stopwords!r}; expected one of {sorted(STOPWORD_SETS)}")
+    return analyser("tools", stopwords=stopwords, stem="english" if stem else None)
+
+
+#: The former name of :func:`tool_analyser`.
+Analyzer = tool_analyser
+
+_WORDS = analyser("tools").words
 
 
 def split_words(text: str) -> list[str]:
@@ -52,59 +56,7 @@ def split_words(text: str) -> list[str]:
     Returns:
         The lowercase words, in order (no stopword removal, no stemming).
     """
-    text = _CAMEL_LOWER.sub(" ", _CAMEL_UPPER.sub(" ", text))
-    return _WORD.findall(text.lower())
-
-
-_local = threading.local()
-
-
-def _stemmer() -> Any:
-    stemmer = getattr(_local, "stemmer", None)
-    if stemmer is None:
-        import Stemmer
-
-        stemmer = Stemmer.Stemmer("english")
-        _local.stemmer = stemmer
-    return stemmer
-
-
-@functools.lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
-    stem: str = _stemmer().stemWord(word)
-    return stem
-
-
-class Analyzer:
-    """Turns text into index terms.
-
-    Args:
-        stopwords: a key of :data:`STOPWORD_SETS` (default ``"en"``).
-        stem: apply the Snowball English stemmer (default True).
-
-    Raises:
-        ValueError: an unknown stopword list.
-    """
-
-    def __init__(self, *, stopwords: str = "en", stem: bool = True) -> None:
-        if stopwords not in STOPWORD_SETS:
-            raise ValueError(f"unknown stopwords {stopwords!r}; expected one of {sorted(STOPWORD_SETS)}")
-        self.stopwords_name = stopwords
-        self._stop = STOPWORD_SETS[stopwords]
-        self.stem = stem
-
-    @property
-    def signature(self) -> tuple[str, bool]:
-        """What makes two analyzers produce the same terms (part of index cache keys)."""
-        return (self.stopwords_name, self.stem)
-
-    def tokens(self, text: str) -> list[str]:
-        """Return the index terms of ``text`` (split, lowercased, stopwords dropped, stemmed)."""
-        stop = self._stop
-        words = [w for w in split_words(text) if w not in stop]
-        if self.stem:
-            return [_stem(w) for w in words]
-        return words
+    return _WORDS(text)
 
 
 def _schema_text(schema: Any, out: list[str], depth: int = 0) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import bm25s
 import numpy as np
 
-from shortlist.rankers._text import Analyzer, candidate_fields, content_key, joined
+from shortlist.rankers._text import candidate_fields, content_key, joined, tool_analyser
 from shortlist.rankers.base import Abstention, Ranker, Scores
 from shortlist.types import Candidate, Query
 
@@ -133,7 +133,7 @@ class Bm25Ranker(Ranker):
             raise ValueError("name_weight and examples_weight must be >= 0, cache_size >= 1")
         self.k1 = float(k1)
         self.b = float(b)
-        self.analyzer = Analyzer(stopwords=stopwords, stem=stem)
+        self.analyzer = tool_analyser(stopwords=stopwords, stem=stem)
         self.name_weight = int(name_weight)
         self.examples_mode: ExamplesMode = examples_mode
         self.examples_weight = float(examples_weight)

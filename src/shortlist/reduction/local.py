@@ -2,8 +2,9 @@
 
 The relevance-aware selector scores every reducible step against the current turn and keeps the
 best-scoring steps that fit the budget, newest first among equal scores. Its default scorer is
-BM25 (the Lucene variant that ``bm25s`` uses by default, with ``bm25s``'s English stop words and
-the PyStemmer English stemmer) computed over a per-text cache of stemmed term counts: ``bm25s``
+BM25 (the Lucene variant that ``bm25s`` uses by default, over the terms of :mod:`shortlist.text`'s
+``bm25s`` preset: ``bm25s``'s token pattern and English stop words, the PyStemmer English stemmer)
+computed over a per-text cache of stemmed term counts: ``bm25s``
 itself re-indexes the whole corpus each call (~160 ms for 1,000 long steps), whereas the cache makes
 a turn cost one dictionary lookup per step and query term. Any scorer with the same shape, such as
 a ranker's, can be plugged in.
@@ -12,7 +13,6 @@ a ranker's, can be plugged in.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,6 +25,7 @@ from shortlist.reduction.contract import (
     current_goal,
 )
 from shortlist.reduction.fragments import ContextSelectionCandidate
+from shortlist.text import Analyser, analyser
 
 __all__ = [
     "Bm25Scorer",
@@ -37,16 +38,6 @@ __all__ = [
 RelevanceScorer = Callable[[str, Sequence[str]], Sequence[float]]
 """``(query, documents) -> one score per document``; higher is more relevant."""
 
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) default token pattern
-
-
-def _default_stopwords() -> frozenset[str]:
-    try:
-        from bm25s.stopwords import STOPWORDS_EN
-    except ImportError:  # pragma: no cover - core dependency
-        return frozenset()
-    return frozenset(STOPWORDS_EN)
-
 
 class Bm25Scorer:
     """BM25 (Lucene variant) with stemming and a per-text cache of analysed documents.
@@ -55,7 +46,7 @@ class Bm25Scorer:
         k1: Term-frequency saturation (bm25s default 1.5).
         b: Length normalisation (bm25s default 0.75).
         language: PyStemmer language, or ``None`` for no stemming.
-        stopwords: Words to ignore; defaults to bm25s's English list.
+        stopwords: Words to ignore; defaults to bm25s's English list (the ``bm25s`` preset's).
         max_entries: Size of the per-text cache (cleared when full).
     """
 
@@ -70,12 +61,11 @@ class Bm25Scorer:
     ) -> None:
         self.k1 = k1
         self.b = b
-        self._stopwords = _default_stopwords() if stopwords is None else stopwords
-        self._stem: Callable[[list[str]], list[str]] | None = None
-        if language is not None:
-            import Stemmer
-
-            self._stem = Stemmer.Stemmer(language).stemWords
+        overrides: dict[str, Any] = {} if language == "english" else {"stem": language}
+        if stopwords is not None:
+            overrides["stopwords"] = stopwords
+        #: The analyser of documents and queries (one stemmer per thread, never shared).
+        self.analyser: Analyser = analyser("bm25s", **overrides)
         self._cache: dict[str, tuple[dict[str, int], int]] = {}
         self._qcache: dict[tuple[str, ...], dict[str, tuple[int, tuple[tuple[int, int], ...]]]] = {}
         self._max = max_entries
@@ -83,8 +73,7 @@ class Bm25Scorer:
 
     def terms(self, text: str) -> list[str]:
         """Analyse ``text``: lower-case, tokenise like bm25s, drop stop words, stem."""
-        words = [w for w in _TOKEN.findall(text.lower()) if w not in self._stopwords]
-        return self._stem(words) if self._stem is not None else words
+        return self.analyser.tokens(text)
 
     def _doc(self, text: str) -> tuple[dict[str, int], int]:
         hit = self._cache.get(text)

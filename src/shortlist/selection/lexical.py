@@ -10,64 +10,25 @@ and returns only candidates that share a term with the query.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 
 from shortlist.selection.base import Selector
+from shortlist.text import analyser
 from shortlist.types import Candidate, Query, Selection
 
 __all__ = ["LexicalSelector", "TokenOverlapSelector", "tokenize"]
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    [
-        "a",
-        "s",
-        "t",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "get",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "the",
-        "this",
-        "to",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
-)
+_LEXICAL = analyser("lexical")
+_WHITESPACE = analyser("whitespace").tokens
 
 
 def tokenize(text: str) -> list[str]:
-    """Split ``text`` into lowercase word tokens (snake_case, camelCase and dots split; stopwords out)."""
-    return [t for t in _WORD.findall(_CAMEL.sub(" ", text).lower()) if t not in _STOP]
+    """Split ``text`` into lowercase word tokens (snake_case, camelCase and dots split; stopwords out).
+
+    The ``lexical`` preset of :mod:`shortlist.text`: ASCII letters and digits, no stemming.
+    """
+    return _LEXICAL.tokens(text)
 
 
 def _document(c: Candidate) -> str:
@@ -84,8 +45,8 @@ class TokenOverlapSelector(Selector):
     def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Rank by the number of each document's whitespace tokens found in the query."""
         k = query.k or self.top_k
-        q = set(query.text.lower().split())
-        scored = [(sum(1 for t in _document(c).lower().split() if t in q), i) for i, c in enumerate(candidates)]
+        q = set(_WHITESPACE(query.text))
+        scored = [(sum(1 for t in _WHITESPACE(_document(c)) if t in q), i) for i, c in enumerate(candidates)]
         scored.sort(key=lambda s: -s[0])  # stable: ties keep source order
         top = scored[:k]
         return Selection(tuple(candidates[i].id for _, i in top), scores=tuple(float(s) for s, _ in top))
