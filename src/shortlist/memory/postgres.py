@@ -37,9 +37,9 @@ except ImportError as exc:  # the backend names its extra instead of a traceback
         "the PostgreSQL memory store needs psycopg: pip install 'shortlist[postgres]'"
     ) from exc
 
-from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
+from shortlist.text import analyser
 
 __all__ = ["MIGRATIONS", "MemoryStoreUnavailable", "PostgresMemoryStore"]
 
@@ -305,7 +305,7 @@ class PostgresMemoryStore(MemoryStore):
         _refuse_nul_scope(scope)
         _refuse_nul("types", *(types or ()))
         where, params = self._filters(types, min_confidence)
-        words = content_words(query)[:_MAX_QUERY_TERMS]
+        words = analyser("corpus").content_words(query)[:_MAX_QUERY_TERMS]
         with self._conn() as conn:
             if not words:
                 rows = conn.execute(

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from shortlist.errors import ConfigError, MemoryStoreCorrupt, MemoryStoreFull
-from shortlist.memory._text import content_words
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
+from shortlist.text import analyser
 
 __all__ = ["MemoryStoreCorrupt", "MemoryStoreFull", "SqliteMemoryStore"]
 
@@ -336,7 +336,7 @@ class SqliteMemoryStore(MemoryStore):
         _check_limit(limit)
         key = scope_key(scope)
         where, params = self._filters(types, min_confidence)
-        words = content_words(query)[:_MAX_QUERY_TERMS]
+        words = analyser("corpus").content_words(query)[:_MAX_QUERY_TERMS]
         if not words:
             rows = self._read(
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.scope_key = ?{where} ORDER BY m.pk LIMIT ?",

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from shortlist.memory._text import terms, tokenize
 from shortlist.memory.record import Memory, new_memory_id, scope_key, validate_scope
+from shortlist.text import analyser
 
 __all__ = ["InMemoryStore", "MemoryStore"]
 
@@ -125,7 +125,7 @@ class InMemoryStore(MemoryStore):
         """See :meth:`MemoryStore.save`."""
         key = scope_key(memory.scope)
         now = datetime.now(UTC)
-        vocabulary = frozenset(tokenize(memory.content, keep_stopwords=True))
+        vocabulary = frozenset(analyser("corpus").tokens(memory.content, keep_stopwords=True))
         with self._lock:
             bucket = self._buckets.setdefault(key, {})
             existing = bucket.get(memory.id) if memory.id else None
@@ -156,7 +156,7 @@ class InMemoryStore(MemoryStore):
         """See :meth:`MemoryStore.retrieve`."""
         _check_limit(limit)
         items = [(m, v) for m, v in self._live(scope, types) if min_confidence <= 0 or m.confidence >= min_confidence]
-        wanted = set(terms(query)) if query.strip() else set()
+        wanted = set(analyser("corpus").terms(query)) if query.strip() else set()
         if not wanted:
             return [m for m, _ in items[:limit]]
         scored = []

@@ -18,11 +18,11 @@ from typing import Any, ClassVar, Literal
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import ConfigError
 from shortlist.events import Event, emit
-from shortlist.memory._text import terms, tokenize
 from shortlist.memory.record import Memory
 from shortlist.retrieval.backends.base import Hit, IndexBackend
 from shortlist.retrieval.document import Chunker, Document
 from shortlist.selection.query import last_user_text
+from shortlist.text import analyser
 
 __all__ = ["DOCUMENT_TYPE", "CorpusRetriever", "GroundingRetrieved", "Relevance", "Scoring"]
 
@@ -103,7 +103,7 @@ class Relevance:
 def _coverage(query_terms: Sequence[str], text: str) -> float:
     if not query_terms:
         return 0.0
-    have = set(tokenize(text, keep_stopwords=True))
+    have = set(analyser("corpus").tokens(text, keep_stopwords=True))
     return sum(1 for t in query_terms if t in have) / len(query_terms)
 
 
@@ -193,7 +193,7 @@ class CorpusRetriever:
         if not text:
             emit(GroundingRetrieved(abstained=True))
             return []
-        qterms = terms(text)
+        qterms = analyser("corpus").terms(text)
         fetch = max(self.k * 4, 20)
         hits = self.backend.query(text, k=fetch, filters=self.filters, use_embedder=self.scoring == "hybrid")
         scored: list[tuple[Hit, float]] = [(h, _coverage(qterms, h.chunk.index_text)) for h in hits]

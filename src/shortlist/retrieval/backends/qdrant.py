@@ -21,9 +21,9 @@ import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, MissingDependencyError
-from shortlist.memory._text import tokenize
 from shortlist.retrieval.backends.base import PREFETCH, RRF_K, Hit, IndexBackend, Progress, UpsertReport
 from shortlist.retrieval.document import Chunk, Chunker, Document
+from shortlist.text import analyser
 
 try:
     from qdrant_client import QdrantClient, models
@@ -182,7 +182,7 @@ class QdrantBackend(IndexBackend):
         self._delete_points([d.id for d in todo])
         chunks, vectors = self._embed_chunks(todo, progress)
         assert vectors is not None
-        tokens = [tokenize(c.index_text) for c in chunks]
+        tokens = [analyser("corpus").tokens(c.index_text) for c in chunks]
         self._meta["chunks"] = int(self._meta["chunks"]) + len(chunks)
         self._meta["tokens"] = int(self._meta["tokens"]) + sum(len(t) for t in tokens)
         avgdl = self._meta["tokens"] / max(1, self._meta["chunks"])
@@ -278,7 +278,7 @@ class QdrantBackend(IndexBackend):
             return []
         n = max(k, PREFETCH)
         flt = self._filter(filters)
-        qterms = list(dict.fromkeys(tokenize(text))) if text else []
+        qterms = list(dict.fromkeys(analyser("corpus").tokens(text))) if text else []
         sparse = (
             models.SparseVector(indices=[_term_index(t) for t in qterms], values=[1.0] * len(qterms))
             if qterms
