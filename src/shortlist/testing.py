@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
-from shortlist.embeddings.base import Embedder, Vectors
+from shortlist.embeddings.base import Vectors
+from shortlist.embeddings.hashing import HashingEmbedder
 from shortlist.model_guard import allow_model_requests, block_model_requests, is_test_double, model_requests_blocked
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate, Query, Selection
@@ -98,13 +96,13 @@ class SlowSelector(Selector):
         return Selection(self.ids)
 
 
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-class HashEmbedder(Embedder):
+class HashEmbedder(HashingEmbedder):
     """Deterministic bag-of-words vectors: each lowercase token hashes to a signed dimension.
 
-    Texts that share tokens have a positive cosine; unrelated texts are near 0. Counts its
+    The :class:`~shortlist.embeddings.hashing.HashingEmbedder` over the ``ascii`` analyser preset
+    (lowercase ASCII words, no stopwords, no stems), with its own bucket layout (the digest's
+    first four bytes pick the column, the fifth the sign) and a zero vector for a text without
+    words. Texts that share tokens have a positive cosine; unrelated texts are near 0. Counts its
     calls and texts, so tests can check caching.
 
     Args:
@@ -113,30 +111,26 @@ class HashEmbedder(Embedder):
     """
 
     shortlist_test_double = True
+    min_dim = 2
+    empty_axis = False
 
     def __init__(self, dim: int = 64, *, model_name: str = "hash") -> None:
-        if dim < 2:
-            raise ValueError("dim must be >= 2")
-        self.dim = dim
-        self.model_name = model_name
+        super().__init__(dim, analyser="ascii", model_name=model_name)
         self.calls = 0
         self.texts: list[str] = []
         self._lock = threading.Lock()
 
-    def vector(self, text: str) -> Vectors:
-        """The (unnormalised) vector of one text."""
-        v = np.zeros(self.dim, dtype=np.float32)
-        for tok in _TOKEN.findall(text.lower()):
-            h = hashlib.blake2b(tok.encode(), digest_size=8).digest()
-            v[int.from_bytes(h[:4], "little") % self.dim] += 1.0 if h[4] & 1 else -1.0
-        return v
+    def bucket(self, term: str) -> tuple[int, float]:
+        """The column and sign of ``term``."""
+        h = hashlib.blake2b(term.encode(), digest_size=8).digest()
+        return int.from_bytes(h[:4], "little") % self.dim, 1.0 if h[4] & 1 else -1.0
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts``, recording the call."""
         with self._lock:
             self.calls += 1
             self.texts.extend(texts)
-        return np.stack([self.vector(t) for t in texts])
+        return super().embed_batch(texts)
 
 
 class ScriptedModel:

@@ -31,7 +31,7 @@ def embedder_by_name(name: str) -> Embedder:
         ConfigError: an unknown name.
     """
     from shortlist.embeddings.default import DEFAULT_MODEL_NAME, default_embedder
-    from shortlist.retrieval._hash_embedder import HashingEmbedder
+    from shortlist.embeddings.hashing import HashingEmbedder
 
     if name in ("default", DEFAULT_MODEL_NAME):
         return default_embedder()
