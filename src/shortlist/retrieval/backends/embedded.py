@@ -13,8 +13,12 @@ a load checks that the generation is a folder of the index, that it holds exactl
 manifest lists, and their sizes and checksums, and refuses the index otherwise
 (:class:`IndexIntegrityError`). An index written before checksums existed loads with an
 :class:`IndexUnverified` warning event (sizes are still checked); the next ``shortlist index build``
-(or any save) adds them without re-embedding. :func:`verify_index` checks a whole index and lists
-every problem. A reload reads the vectors and the BM25 matrices back: nothing is re-embedded.
+(or any save) adds them without re-embedding. The manifest also records the signature of the text
+analyser that made the BM25 terms (:mod:`shortlist.text`'s ``corpus`` preset); an index made with
+another analyser is refused (:class:`~shortlist.errors.ConfigError`: rebuild it), one written before
+signatures existed loads with an :class:`IndexUnverified` event and gets it at the next save.
+:func:`verify_index` checks a whole index and lists every problem. A reload reads the vectors and
+the BM25 matrices back: nothing is re-embedded.
 One writer at a time per folder (readers may open it while a writer saves).
 
 Checksums detect damage (a bad disk, a partial copy, a stray write), not tampering: whoever can
@@ -42,7 +46,6 @@ import numpy as np
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import REBUILD_INDEX_HINT, CatalogError, ConfigError, IndexIntegrityError, ShortlistError
 from shortlist.events import Event, emit
-from shortlist.memory._text import tokenize
 from shortlist.retrieval.backends.base import (
     PREFETCH,
     Hit,
@@ -53,6 +56,7 @@ from shortlist.retrieval.backends.base import (
     rrf,
 )
 from shortlist.retrieval.document import Chunk, Chunker, Document
+from shortlist.text import Analyser, analyser
 
 __all__ = [
     "FORMAT_VERSION",
@@ -115,13 +119,27 @@ class IndexVerification:
 
 @dataclass(frozen=True, kw_only=True)
 class IndexUnverified(Event):
-    """An index was loaded without checksum verification (it was written before checksums existed)."""
+    """An index was loaded without a check its manifest cannot support: it was written before checksums
+    (or the analyser signature) existed; ``reason`` says which."""
 
     name: ClassVar[str] = "retrieval.index_unverified"
     area: ClassVar[str] = "retrieval"
     level: int = logging.WARNING
     path: str = ""
     reason: str = ""
+
+
+def _analyser_problem(manifest: Mapping[str, Any], current: Analyser) -> str:
+    """Why the index's terms do not match ``current``'s ("" when they do or nothing is recorded)."""
+    recorded = manifest.get("analyser")
+    if recorded is None:
+        return ""
+    if isinstance(recorded, Mapping) and current.same_terms(recorded):
+        return ""
+    return (
+        f"built with text analyser {json.dumps(recorded, sort_keys=True)}, this version analyses with "
+        f"{json.dumps(current.signature, sort_keys=True)}: its BM25 terms would not match; {_REBUILD}"
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -212,6 +230,9 @@ def verify_index(path: str | os.PathLike[str]) -> IndexVerification:
     except CatalogError as exc:
         return IndexVerification(str(root), problems=(IndexProblem(str(root / _MANIFEST), str(exc)),))
     problems = _file_problems(gen_dir, manifest)
+    mismatch = _analyser_problem(manifest, analyser("corpus"))
+    if mismatch:
+        problems.append(IndexProblem(str(root / _MANIFEST), mismatch))
     checksums = isinstance(manifest.get("sha256"), dict)
     documents = 0
     if not problems:
@@ -333,6 +354,8 @@ class EmbeddedBackend(IndexBackend):
         self._masks: dict[str, np.ndarray[Any, Any]] = {}
         self._generation = 0
         self._unverified = False  # loaded from a manifest without checksums: the next save adds them
+        #: Turns chunks and queries into BM25 terms (its signature is stored in the manifest).
+        self.analyser: Analyser = analyser("corpus")
         self.model_name = embedder.model_name if embedder is not None else ""
         if self.path is not None and (self.path / _MANIFEST).is_file():
             self._load()
@@ -393,7 +416,7 @@ class EmbeddedBackend(IndexBackend):
         n = max(k, PREFETCH)
         mask = self._mask(filters)
         lexical: np.ndarray[Any, Any] | None = None
-        qterms = list(dict.fromkeys(tokenize(text))) if text else []
+        qterms = list(dict.fromkeys(self.analyser.tokens(text))) if text else []
         if qterms and self._bm25 is not None:
             lexical = np.asarray(self._bm25.get_scores(qterms), dtype=np.float32)
         qv = self._query_vector(text, vector, use_embedder) if self._vectors is not None else None
@@ -480,8 +503,8 @@ class EmbeddedBackend(IndexBackend):
 
     def _append(self, chunks: list[Chunk], vectors: Vectors | None) -> None:
         if self._tokens is None:  # loaded from disk: tokens are rebuilt only when needed
-            self._tokens = [tokenize(c.index_text) for c in self._chunks]
-        self._tokens.extend(tokenize(c.index_text) for c in chunks)
+            self._tokens = [self.analyser.tokens(c.index_text) for c in self._chunks]
+        self._tokens.extend(self.analyser.tokens(c.index_text) for c in chunks)
         if vectors is not None:
             if self._vectors is not None and self._vectors.shape[1] != vectors.shape[1]:
                 raise ConfigError("the embedder's dimension differs from the index's")
@@ -500,7 +523,7 @@ class EmbeddedBackend(IndexBackend):
             self._bm25 = None
             return
         if self._tokens is None:
-            self._tokens = [tokenize(c.index_text) for c in self._chunks]
+            self._tokens = [self.analyser.tokens(c.index_text) for c in self._chunks]
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
         model.index(self._tokens, show_progress=False)
         self._bm25 = model
@@ -573,6 +596,7 @@ class EmbeddedBackend(IndexBackend):
             "dim": None if self._vectors is None else int(self._vectors.shape[1]),
             "chunking": self.chunker.to_dict(),
             "bm25": {"k1": self.k1, "b": self.b},
+            "analyser": self.analyser.signature,
             "documents": len(self._doc_hash),
             "chunks": len(self._chunks),
             "files": files,
@@ -607,10 +631,22 @@ class EmbeddedBackend(IndexBackend):
                 f"index built with embedder {built_with!r}, opened with {self.embedder.model_name!r}",
                 source=str(self.path),
             )
+        mismatch = _analyser_problem(manifest, self.analyser)
+        if mismatch:
+            raise ConfigError(f"index {mismatch}", source=str(self.path))
         self._read_generation(manifest, gen_dir)
         self._unverified = not isinstance(manifest.get("sha256"), dict)
         if self._unverified:
             emit(IndexUnverified(path=str(self.path), reason=f"built without checksums; {_REBUILD} to add them"))
+        if manifest.get("analyser") is None:
+            self._unverified = True  # the next save records the analyser
+            emit(
+                IndexUnverified(
+                    path=str(self.path),
+                    reason=f"built before the text analyser was recorded; its terms are assumed to be the "
+                    f"'corpus' preset's ({_REBUILD} to record it)",
+                )
+            )
 
     def _read_generation(self, manifest: Mapping[str, Any], gen_dir: Path) -> None:
         """Read the chunks, vectors and BM25 matrices of a checked generation into this backend.
