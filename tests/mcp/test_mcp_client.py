@@ -130,3 +130,22 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         require_mcp()
     with pytest.raises(MissingDependencyError):
         MCPClient([parse_server_arg("a=x")])
+
+
+async def test_the_stderr_file_of_a_stdio_server_is_closed_with_the_client(
+    server_args: dict[str, str], tmp_path: Path
+) -> None:
+    client = MCPClient([parse_server_arg(server_args["time"])])
+    async with client:
+        assert not (await client.call("mcp__time__get_current_time", {"timezone": "UTC"})).is_error
+        (conn,) = client._conns.values()
+        errlog = conn._errlog
+        assert errlog is not None and not errlog.closed
+    assert errlog.closed and conn._errlog is None  # deleted, not left for the garbage collector
+    script = tmp_path / "crash.py"
+    script.write_text("import sys\nsys.stderr.write('boom\\n')\nsys.exit(3)\n", encoding="utf-8")
+    failing = MCPClient([parse_server_arg(f"bad={sys.executable} {script}")], connect_timeout_s=20)
+    with pytest.raises(MCPServerError, match="boom"):
+        async with failing:
+            pass
+    assert all(c._errlog is None for c in failing._conns.values())

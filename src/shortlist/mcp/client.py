@@ -210,8 +210,7 @@ class _Connection:
                 env=dict(self.spec.env) if self.spec.env is not None else None,
                 cwd=self.spec.cwd,
             )
-            if self._errlog is not None:
-                self._errlog.close()
+            self._close_errlog()
             self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             return stdio_client(params, errlog=self._errlog)
         from mcp.client.streamable_http import streamable_http_client
@@ -262,30 +261,43 @@ class _Connection:
             await self.close()
             raise
         except Exception as exc:
-            await self.close()
+            await self.close(keep_errlog=True)
             where = self.spec.url or shlex.join(self.spec.command)
             tail = self.stderr_tail()
+            self._close_errlog()
             detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
             raise MCPServerError(
                 f"MCP server {self.spec.name!r} ({where}) did not start: {detail}"
                 + (f"; stderr: {tail[-300:]}" if tail else "")
             ) from exc
 
-    async def close(self) -> None:
-        """Close the session and stop the process (no error if not open)."""
+    def _close_errlog(self) -> None:
+        errlog, self._errlog = self._errlog, None
+        if errlog is not None:
+            errlog.close()
+
+    async def close(self, *, keep_errlog: bool = False) -> None:
+        """Close the session, stop the process and delete its stderr file (no error if not open).
+
+        ``keep_errlog``: keep the stderr file for :meth:`stderr_tail` (the caller closes it).
+        """
         task, stop = self._task, self._stop
         self._task = self._stop = None
         self.session = None
-        if task is None:
-            return
-        if stop is not None:
-            stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
-        except BaseException:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            if task is None:
+                return
+            if stop is not None:
+                stop.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
+            except BaseException:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        finally:
+            if not keep_errlog:
+                self._close_errlog()
 
 
 class MCPClient:
