@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import shortlist
 
 
@@ -22,3 +24,24 @@ def test_import_does_not_pull_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_import_is_lazy() -> None:
+    """``import shortlist`` imports nothing else of the package; a name imports its module on first use."""
+    code = (
+        "import sys, shortlist;"
+        "print(sorted(m for m in sys.modules if m.startswith('shortlist')));"
+        "from shortlist import Candidate; print('shortlist.types' in sys.modules, 'shortlist.config' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["['shortlist']", "True False"]
+
+
+def test_every_public_name_is_the_defining_modules_object() -> None:
+    from shortlist.errors import ShortlistError
+    from shortlist.selection.narrowing import narrow
+
+    assert shortlist.ShortlistError is ShortlistError and shortlist.narrow is narrow
+    assert set(shortlist.__all__) <= set(dir(shortlist))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        shortlist.no_such_name  # noqa: B018
