@@ -76,3 +76,122 @@ def test_every_recorded_entry_is_still_computed(
     assert set(tokens) == set(GOLDEN["tokenisers"])
     assert set(bm25) == set(GOLDEN["bm25"])
     assert set(vectors) == set(GOLDEN["embeddings"])
+
+
+# -- the analyser itself ------------------------------------------------------------------------
+
+
+def test_presets_are_shared_and_carry_their_signature() -> None:
+    from shortlist.text import ANALYSER_VERSION, PRESETS, analyser
+
+    for name in PRESETS:
+        a = analyser(name)
+        assert a is analyser(name)
+        assert a.signature["preset"] == name and a.signature["version"] == ANALYSER_VERSION
+    assert analyser("tools", stopwords="en") != analyser("tools")
+    assert analyser("corpus").same_terms({**analyser("corpus").signature, "preset": "renamed"})
+    assert not analyser("corpus").same_terms({**analyser("corpus").signature, "version": ANALYSER_VERSION + 1})
+
+
+def test_unknown_presets_and_parameters_are_refused() -> None:
+    from shortlist.text import Analyser, analyser
+
+    with pytest.raises(ValueError, match="unknown analyser preset"):
+        analyser("nope")
+    with pytest.raises(ValueError, match="unknown stopwords"):
+        analyser("tools", stopwords="klingon")
+    with pytest.raises(ValueError, match="no stemmer"):
+        Analyser(stem="klingon")
+    with pytest.raises(ValueError, match="unknown pattern"):
+        Analyser(pattern="chars")  # type: ignore[arg-type]
+
+
+def test_stemmers_are_never_shared_between_threads() -> None:
+    import threading
+
+    from shortlist import text
+    from shortlist.reduction.local import Bm25Scorer
+
+    seen: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        barrier.wait()
+        Bm25Scorer(max_entries=1).terms("running forecasts connected")
+        seen.append(text._thread_stemmer("english"))  # kept alive, so no id is reused
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(s) for s in seen}) == 4  # one stemmer object per thread
+
+
+def test_the_test_double_is_the_hashing_embedder() -> None:
+    from shortlist.embeddings.hashing import HashingEmbedder
+    from shortlist.retrieval._hash_embedder import HashingEmbedder as OldPath
+    from shortlist.testing import HashEmbedder
+
+    assert issubclass(HashEmbedder, HashingEmbedder) and OldPath is HashingEmbedder
+    double = HashEmbedder(8)
+    double.embed(["a b", "c"])
+    assert double.calls == 1 and double.texts == ["a b", "c"]
+
+
+# -- the analyser in the embedded index's manifest ----------------------------------------------
+
+
+def _index(root: Path) -> None:
+    from shortlist.retrieval import Document, EmbeddedBackend
+
+    EmbeddedBackend(root).upsert([Document("a", text="the weather in Paris"), Document("b", text="book a flight")])
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    return out
+
+
+def test_the_manifest_records_the_analyser(tmp_path: Path) -> None:
+    from shortlist.retrieval import EmbeddedBackend
+    from shortlist.text import analyser
+
+    _index(tmp_path / "idx")
+    assert _manifest(tmp_path / "idx")["analyser"] == analyser("corpus").signature
+    assert [h.chunk.document_id for h in EmbeddedBackend(tmp_path / "idx").query("weather")] == ["a"]
+
+
+def test_an_index_made_by_another_analyser_is_refused(tmp_path: Path) -> None:
+    from shortlist.errors import ConfigError
+    from shortlist.retrieval import EmbeddedBackend
+    from shortlist.retrieval.backends.embedded import verify_index
+
+    root = tmp_path / "idx"
+    _index(root)
+    manifest = _manifest(root)
+    manifest["analyser"] = {**manifest["analyser"], "stopwords": "none"}
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"text analyser.*rebuild it with 'shortlist index build'"):
+        EmbeddedBackend(root)
+    assert any("text analyser" in p.problem for p in verify_index(root).problems)
+
+
+def test_an_index_from_before_the_signature_loads_with_a_warning_and_gets_it(tmp_path: Path) -> None:
+    from shortlist.events import Event, event_hooks
+    from shortlist.retrieval import Document, EmbeddedBackend
+    from shortlist.retrieval.backends.embedded import IndexUnverified
+
+    root = tmp_path / "idx"
+    _index(root)
+    manifest = _manifest(root)
+    del manifest["analyser"]
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        old = EmbeddedBackend(root)
+    warnings = [e for e in seen if isinstance(e, IndexUnverified)]
+    assert len(warnings) == 1 and "analyser" in warnings[0].reason
+    assert [h.chunk.document_id for h in old.query("flight")] == ["b"]
+    old.upsert([Document("a", text="the weather in Paris"), Document("b", text="book a flight")])  # unchanged
+    assert "analyser" in _manifest(root)
