@@ -1,4 +1,5 @@
-"""Fixtures shared by every test folder: a real PostgreSQL server for the session, a fresh database per test."""
+"""Fixtures shared by every test folder: a real PostgreSQL server for the session, a fresh database per test
+(tests that use them are marked ``slow``)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,13 @@ def pg_dsn(postgres: PostgresServer) -> Iterator[str]:
     """A fresh, empty database on the session's PostgreSQL server."""
     with fresh_database(postgres) as dsn:
         yield dsn
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs the real PostgreSQL server is ``slow`` (outside the fast loop): it uses the
+    ``postgres``/``pg_dsn`` fixtures, or runs a ``"postgres"`` case of a parametrized fixture or test."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = set(map(str, callspec.params.values())) if callspec is not None else set()
+        if {"postgres", "pg_dsn"} & set(getattr(item, "fixturenames", ())) or "postgres" in params:
+            item.add_marker(pytest.mark.slow)

@@ -33,6 +33,8 @@ from deploy_files import DEPLOY, argv, compose_mounts, load_compose, option, res
 
 from loopback import PostgresServer, free_port, wait_until
 
+pytestmark = pytest.mark.slow  # two `shortlist serve` replicas and PostgreSQL
+
 PASSWORD = "stand-in-password"
 KEY = "stand-in-key"
 

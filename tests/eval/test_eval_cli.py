@@ -16,6 +16,8 @@ from shortlist.eval.runner import run_eval
 from shortlist.eval.sources import NESTFUL, Wheel, convert, fetch_wheel
 from shortlist.rankers.bm25 import Bm25Ranker
 
+pytestmark = pytest.mark.slow  # the CLI as subprocesses
+
 TINY = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
 KEYS = {
     "recall@1",

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the CLI as subprocesses
+
 CONV = Path(__file__).resolve().parents[1] / "data" / "conv_tiny"
 ROW_KEYS = {
     "turn_recall",

@@ -27,6 +27,8 @@ from shortlist.mcp import (
 from shortlist.selection import NarrowingPolicy, create_builtin_selector, narrow
 from shortlist.types import Query
 
+pytestmark = pytest.mark.slow  # real MCP servers over stdio
+
 GIT_TOOLS = {"git_status", "git_log", "git_diff", "git_commit", "git_add", "git_show", "git_branch"}
 
 

@@ -13,6 +13,8 @@ from loopback import free_port, wait_listening
 from shortlist.events import Event, event_hooks
 from shortlist.mcp import MCPClient, MCPReconnected, MCPServerSpec
 
+pytestmark = pytest.mark.slow  # a real MCP server over HTTP
+
 SERVER = str(Path(__file__).with_name("http_server.py"))
 
 

@@ -10,9 +10,12 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
+import pytest
 from mcp.client.stdio import stdio_client
 
 from mcp import ClientSession, StdioServerParameters
+
+pytestmark = pytest.mark.slow  # real MCP servers and the proxy process
 
 
 async def test_proxy_lists_searches_and_forwards(server_args: dict[str, str], git_repo: Path) -> None:

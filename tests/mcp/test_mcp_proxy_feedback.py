@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp.client.stdio import stdio_client
 
 from mcp import ClientSession, StdioServerParameters
@@ -15,6 +16,8 @@ from shortlist.feedback import FeedbackStore
 from shortlist.mcp import MCPClient, parse_server_arg
 from shortlist.mcp.proxy import MCPProxy
 from shortlist.selection import create_builtin_selector
+
+pytestmark = pytest.mark.slow  # real MCP servers and the proxy
 
 NOW = "mcp__time__get_current_time"
 

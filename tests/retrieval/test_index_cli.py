@@ -11,6 +11,8 @@ import pytest
 
 from shortlist.retrieval import Document
 
+pytestmark = pytest.mark.slow  # the CLI as subprocesses
+
 
 def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)

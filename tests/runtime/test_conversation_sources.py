@@ -13,6 +13,8 @@ import pytest
 
 from shortlist.runtime import Conversation, Pack, Tool
 
+pytestmark = pytest.mark.slow  # real MCP servers over stdio
+
 
 def _server(name: str) -> str:
     path = Path(sys.executable).parent / name

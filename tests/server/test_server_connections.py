@@ -23,6 +23,8 @@ from server_helpers import EXAMPLE_CATALOG
 
 from shortlist.server import ServerSettings, create_app
 
+pytestmark = pytest.mark.slow  # connection deadlines of `shortlist serve` processes
+
 HALF_HEADER = b"POST /v1/select HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 

@@ -19,6 +19,8 @@ from server_helpers import EXAMPLE_CATALOG, serve
 
 from shortlist.server import ServerSettings
 
+pytestmark = pytest.mark.slow  # schemathesis against a live server
+
 KEY = "fuzz-key"
 
 

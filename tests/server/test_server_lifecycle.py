@@ -23,6 +23,8 @@ from shortlist.events import Event, add_event_hook, remove_event_hook
 from shortlist.selection.facade import Shortlist
 from shortlist.server import ServerSettings
 
+pytestmark = pytest.mark.slow  # starts `shortlist serve` processes and the CLI
+
 EXAMPLE = Path(str(resources.files("shortlist.data") / "example_tools.json"))
 BEHAVE = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
 QUERIES = ["send an email to bob", "what's the weather in Paris tomorrow", "create an invoice for ACME", "", "zzz"]

@@ -8,6 +8,8 @@ import pytest
 
 from loopback import PostgresServer
 
+pytestmark = pytest.mark.slow  # a real PostgreSQL server
+
 
 def test_two_replicas_share_memories_through_postgres(server_factory: Any, pg_dsn: str) -> None:
     with (

@@ -21,6 +21,8 @@ from server_helpers import EXAMPLE_CATALOG
 
 from loopback import wait_http_ready
 
+pytestmark = pytest.mark.slow  # starts `shortlist serve` processes
+
 SPAWN_DELAY_S = 8  # past uvicorn's 5 s timeout_worker_healthcheck
 
 SITECUSTOMIZE = """

@@ -21,6 +21,8 @@ from loopback import wait_http_ready
 from shortlist.memory.record import Memory
 from shortlist.memory.sqlite import SqliteMemoryStore
 
+pytestmark = pytest.mark.slow  # starts `shortlist serve` processes and PostgreSQL
+
 SCOPE = {"user_id": "u"}
 
 
