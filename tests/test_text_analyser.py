@@ -195,3 +195,21 @@ def test_an_index_from_before_the_signature_loads_with_a_warning_and_gets_it(tmp
     assert [h.chunk.document_id for h in old.query("flight")] == ["b"]
     old.upsert([Document("a", text="the weather in Paris"), Document("b", text="book a flight")])  # unchanged
     assert "analyser" in _manifest(root)
+
+
+def test_a_qdrant_collection_made_by_another_analyser_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("qdrant_client")
+    from shortlist.embeddings.hashing import HashingEmbedder
+    from shortlist.errors import ConfigError
+    from shortlist.retrieval.backends.qdrant import QdrantBackend
+    from shortlist.text import analyser
+
+    qd = QdrantBackend(path=str(tmp_path / "q"), embedder=HashingEmbedder())
+    try:
+        assert qd._meta["analyser"] == analyser("corpus").signature
+        qd._meta["analyser"] = {**qd._meta["analyser"], "stem": None}
+        qd._write_meta()
+    finally:
+        qd.close()
+    with pytest.raises(ConfigError, match="text analyser"):
+        QdrantBackend(path=str(tmp_path / "q"), embedder=HashingEmbedder())

@@ -7,6 +7,8 @@ with the same tokeniser and formula as the embedded backend; ``avgdl`` is the ru
 recorded in a small companion collection (``<name>__meta``) when chunks are written. Queries
 run both legs as ``Prefetch`` and fuse them with RRF at ``k=60``, set explicitly (the client's
 local default is 2), so rankings agree with :class:`~shortlist.retrieval.backends.embedded.EmbeddedBackend`.
+The companion collection also records the text analyser's signature (:mod:`shortlist.text`), checked
+like the embedded index's manifest.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, MissingDependencyError
+from shortlist.events import emit
 from shortlist.retrieval.backends.base import PREFETCH, RRF_K, Hit, IndexBackend, Progress, UpsertReport
+from shortlist.retrieval.backends.embedded import IndexUnverified, _analyser_problem
 from shortlist.retrieval.document import Chunk, Chunker, Document
 from shortlist.text import analyser
 
@@ -123,6 +127,18 @@ class QdrantBackend(IndexBackend):
                     f"collection {self.collection!r} was built with embedder {self._meta.get('embedder')!r}, "
                     f"opened with {self.embedder.model_name!r}"
                 )
+            mismatch = _analyser_problem(self._meta, analyser("corpus"))
+            if mismatch:
+                raise ConfigError(f"collection {self.collection!r} {mismatch}")
+            if self._meta.get("analyser") is None:
+                emit(
+                    IndexUnverified(
+                        path=self.collection,
+                        reason="built before the text analyser was recorded; its terms are assumed to be the "
+                        "'corpus' preset's (recorded at the next write)",
+                    )
+                )
+                self._meta["analyser"] = analyser("corpus").signature
             self.chunker = Chunker(**self._meta["chunking"])
             self.k1, self.b = float(self._meta["k1"]), float(self._meta["b"])
         if not self.client.collection_exists(self.collection):
@@ -146,6 +162,7 @@ class QdrantBackend(IndexBackend):
                 "chunking": self.chunker.to_dict(),
                 "k1": self.k1,
                 "b": self.b,
+                "analyser": analyser("corpus").signature,
                 "chunks": 0,
                 "tokens": 0,
             }
