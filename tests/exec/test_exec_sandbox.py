@@ -130,7 +130,9 @@ def test_from_config_without_sandbox_uses_direct() -> None:  # spec §9 item 23
 
 
 def test_from_config_applies_declared_sandbox_and_env() -> None:
-    sandboxes = {"sidecar": SandboxConfig(mode="kubectl_exec", pod="agent-0", namespace="default")}
+    sandboxes = {
+        "sidecar": SandboxConfig.model_validate({"mode": "kubectl_exec", "pod": "agent-0", "namespace": "default"})
+    }
     cfg = SelectorConfig(command="python", args=["/s/rerank.py"], env=["TOKEN=abc"], sandbox="sidecar")
     launch = ExecSelector.from_config("rerank", cfg, sandboxes).launch()
     assert launch.argv == (

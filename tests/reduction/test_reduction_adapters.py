@@ -131,7 +131,7 @@ def test_check_functions_detect_broken_pairs() -> None:
 
 
 def test_truncated_tool_results_carry_the_truncated_text() -> None:
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "go"},
         {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import bm25s
 import numpy as np
 import pytest
@@ -139,7 +142,7 @@ def test_ranker_scorer_passes_query_and_candidates() -> None:
     seen: list[tuple[str, list[str]]] = []
 
     class Fake:
-        def score(self, query: object, candidates: list) -> list[float]:
+        def score(self, query: object, candidates: Sequence[Any]) -> list[float]:
             seen.append((query.text, [c.description for c in candidates]))  # type: ignore[attr-defined]
             return [1.0, 2.0]
 

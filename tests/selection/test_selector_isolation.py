@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -19,7 +19,7 @@ Q = Query("alpha", "tool", 1)
 
 
 @pytest.fixture
-def release() -> threading.Event:
+def release() -> Iterator[threading.Event]:
     gate = threading.Event()
     yield gate
     gate.set()  # let the hung threads finish

@@ -54,7 +54,8 @@ def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: st
     from shortlist.memory.postgres import MemoryStoreUnavailable, PostgresMemoryStore
 
     scope = {"user_id": "pool"}
-    with PostgresMemoryStore(pg_dsn) as store:
+    store = PostgresMemoryStore(pg_dsn)
+    with store:
         with store._conn(), store._conn(), store._conn(), store._conn():
             pass  # four connections, now idle in the pool
         store.save(Memory("fact", "before", scope))
@@ -80,7 +81,8 @@ def test_queries_are_never_prepared_so_each_is_planned_for_its_own_scope(pg_dsn:
     from shortlist.memory.postgres import PostgresMemoryStore
 
     scope = {"user_id": "plans"}
-    with PostgresMemoryStore(pg_dsn, pool_size=1) as store:
+    store = PostgresMemoryStore(pg_dsn, pool_size=1)
+    with store:
         for i in range(8):  # psycopg prepares a statement on its 5th run by default
             store.save(Memory("fact", f"tea number {i}", scope))
             store.list(scope)

@@ -152,7 +152,7 @@ def test_read_resource_and_traversal_attempts(tree: Path) -> None:
 
 def test_index_description_follows_each_turn(tree: Path) -> None:
     cap = capability(tree)
-    pick_deploy = FunctionSelector(lambda q, cands: Selection(selected=["deploy"]), name="pick")
+    pick_deploy = FunctionSelector(lambda q, cands: Selection(selected=("deploy",)), name="pick")
     turn = cap.narrow_index(pick_deploy, "ship the service")
     assert turn.narrowed
     desc = next(t for t in cap.tools() if t.id == SKILL_ACTIVATE).description
@@ -173,5 +173,5 @@ def test_conversations_do_not_share_state(tree: Path) -> None:
     skills = load_skill_set([tree])
     a, b = SkillsCapability(skills, pack_tools=PACK), SkillsCapability(skills, pack_tools=PACK)
     a.activate("slides")
-    a.narrow_index(FunctionSelector(lambda q, c: Selection(selected=["slides"]), name="s"), "slides")
+    a.narrow_index(FunctionSelector(lambda q, c: Selection(selected=("slides",)), name="s"), "slides")
     assert b.active == () and len(b.index()) == 3
