@@ -1,4 +1,4 @@
-"""Selection: the selector contract, per-turn narrowing, and resolving selectors by name."""
+"""Selection: the selector contract, per-turn narrowing, failure wrappers, and resolving selectors by name."""
 
 from __future__ import annotations
 
@@ -13,18 +13,23 @@ from shortlist.selection.narrowing import (
     narrow,
 )
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry, create_builtin_selector
+from shortlist.selection.wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
 
 __all__ = [
     "DEFAULT_PIN_NAMESPACES",
     "DEFAULT_SELECTOR",
     "FALLBACK_REASONS",
+    "BreakerSelector",
+    "FallbackSelector",
     "FunctionSelector",
     "NarrowingPolicy",
     "PinPolicy",
     "Selector",
     "SelectorContext",
     "SelectorRegistry",
+    "TimeoutSelector",
     "TurnSelection",
+    "WrapperSelector",
     "anarrow",
     "create_builtin_selector",
     "narrow",
