@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import threading
-import time
 
 import pytest
 from exec_helpers import BEHAVE, PYTHON, process_gone
@@ -68,10 +67,10 @@ def test_worker_that_died_between_calls_is_restarted_transparently(events: list[
 def test_worker_timeout_kills_and_restarts(events: list[Event]) -> None:
     with worker("worker_sleep", "slow", timeout_ms=400) as sel:
         assert sel.select(Query("quick", k=1), CANDS).selected == ("a",)
-        start = time.monotonic()
         turn = narrow(sel, Query("slow please", k=1), CANDS)
-        assert time.monotonic() - start < 0.4 + 0.5
         assert turn.fallback == "timeout"
+        # the worker (asleep for 30 s) was killed before the turn returned, not waited for
+        assert [e.reason for e in events if isinstance(e, ExecKilled)] == ["timeout"]
         assert sel.select(Query("quick", k=1), CANDS).selected == ("a",)
     killed = [e for e in events if isinstance(e, ExecKilled)]
     assert [k.reason for k in killed] == ["timeout"] and killed[0].worker

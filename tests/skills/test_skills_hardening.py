@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -187,17 +188,26 @@ def laughs(levels: int) -> str:
     return "\n".join([*lines, "---", "Body."]) + "\n"
 
 
-def test_yaml_aliases_in_front_matter_are_refused_naming_the_file(tmp_path: Path) -> None:
+def test_yaml_aliases_in_front_matter_are_refused_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = laughs(6)  # 9**6 "lol"s once expanded: ~4 MB of metadata from ~500 bytes
     assert len(text) < 600
     folder = tmp_path / "bomb"
     folder.mkdir()
     (folder / "SKILL.md").write_text(text, encoding="utf-8")
     events: list[Event] = []
-    started = time.monotonic()
+    constructed: list[object] = []
+    original = skill_parser._FrontMatterLoader.construct_document
+
+    def construct_document(self: Any, node: Any) -> Any:
+        constructed.append(node)
+        return original(self, node)
+
+    monkeypatch.setattr(skill_parser._FrontMatterLoader, "construct_document", construct_document)
     with event_hooks(events.append), pytest.raises(CatalogError, match="alias") as info:
         parse_skill_file(folder)
-    assert time.monotonic() - started < 1.0
+    assert constructed == []  # refused while composing: no alias was ever expanded
     assert str(folder / "SKILL.md") in str(info.value)
     refused = [e.to_dict() for e in events if e.name == "skills.refused"]
     assert refused and refused[0]["reason"] == "yaml_alias" and refused[0]["path"] == str(folder / "SKILL.md")
@@ -241,10 +251,14 @@ def test_a_100_mb_skill_md_is_refused_without_loading_it(tmp_path: Path) -> None
     with (folder / "SKILL.md").open("w", encoding="utf-8") as fh:
         fh.write("---\nname: huge\ndescription: Huge body\n---\n")
         fh.truncate(100 * 1024 * 1024)  # sparse: 100 MB of body without writing it
-    started = time.monotonic()
-    with pytest.raises(CatalogError, match="larger than") as info:
-        load_skill_set([tmp_path])
-    assert time.monotonic() - started < 1.0
+    tracemalloc.start()
+    try:
+        with pytest.raises(CatalogError, match="larger than") as info:
+            load_skill_set([tmp_path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024  # refused by its size: the 100 MB were never read
     assert str(folder / "SKILL.md") in str(info.value)
 
 
