@@ -155,19 +155,29 @@ def test_replicas_serve_the_corpus_the_index_service_builds() -> None:
 
 
 COMMANDS = list(shortlist_commands())
+SERVE = [c for c in COMMANDS if c.subcommand == "serve"]
+OTHERS = [c for c in COMMANDS if c.subcommand != "serve"]
 
 
-@pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
-def test_shortlist_commands_parse_with_the_real_cli(cmd: ShortlistCommand) -> None:
+def test_the_deployments_run_only_serve_and_index_build() -> None:
+    assert SERVE and OTHERS
+    assert {c.subcommand for c in OTHERS} == {"index"}
+
+
+@pytest.mark.parametrize("cmd", SERVE, ids=[c.where for c in SERVE])
+def test_serve_commands_parse_with_the_real_cli(cmd: ShortlistCommand) -> None:
+    from shortlist.cli import serve
+
     args = parse_cli(cmd.argv[1:])
-    assert args.command == cmd.subcommand
-    if cmd.subcommand == "serve":
-        from shortlist.cli import serve
+    assert args.command == "serve" and args.func is serve.run
+    assert args.workers >= 1 and args.catalog and args.corpus_index and args.config
 
-        assert args.func is serve.run
-        assert args.workers >= 1 and args.catalog and args.corpus_index and args.config
-    else:
-        assert args.index_command == "build" and args.backend == "qdrant" and args.url
+
+@pytest.mark.parametrize("cmd", OTHERS, ids=[c.where for c in OTHERS])
+def test_index_commands_parse_with_the_real_cli(cmd: ShortlistCommand) -> None:
+    args = parse_cli(cmd.argv[1:])
+    assert args.command == "index"
+    assert args.index_command == "build" and args.backend == "qdrant" and args.url
 
 
 def test_every_deployment_runs_both_kinds_of_command() -> None:

@@ -56,12 +56,17 @@ def test_truncate_middle_keeps_head_and_tail(limit: int) -> None:
     text = "".join(f"{i:04d}" for i in range(250))  # 1,000 chars
     out = truncate_middle(text, limit)
     assert len(out) < len(text)
-    if limit >= 60:
-        assert len(out) <= limit
-        assert out.startswith(text[:10]) and out.endswith(text[-10:])
     removed = int(out.split("truncated ")[1].split(" chars")[0])
     kept = len(out) - len(f"\n[… truncated {removed} chars …]\n")
     assert kept + removed == len(text)
+
+
+@pytest.mark.parametrize("limit", [60, 100, 999])
+def test_truncate_middle_fits_a_limit_that_has_room_for_the_marker(limit: int) -> None:
+    text = "".join(f"{i:04d}" for i in range(250))  # 1,000 chars
+    out = truncate_middle(text, limit)
+    assert len(out) <= limit
+    assert out.startswith(text[:10]) and out.endswith(text[-10:])
 
 
 def test_truncate_middle_leaves_short_text_alone() -> None:

@@ -61,7 +61,7 @@ def test_live_mcp_tools_are_narrowed_and_called() -> None:
     # narrowed: one of 3 tools, mcp__ is not pinned here (find_tools reaches the other two)
     assert offered == ["mcp__time__get_current_time", "find_tools"]
     assert result.report.tool_calls[0].source == "mcp" and result.report.tool_calls[0].ok
-    assert "UTC" in result.answer or "datetime" in result.answer
+    assert '"timezone": "UTC"' in result.answer and '"datetime"' in result.answer  # the tool result, relayed
 
 
 def test_wildcard_allowed_tools_survive_narrowing_as_a_set() -> None:
