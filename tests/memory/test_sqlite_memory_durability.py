@@ -115,6 +115,7 @@ def test_a_writer_killed_mid_write_loses_at_most_the_in_flight_write(tmp_path: P
     proc.send_signal(signal.SIGKILL)
     rest = proc.stdout.read()
     proc.wait(timeout=10)
+    proc.stdout.close()
     acknowledged = max([acknowledged, *(int(x) for x in rest.split())])
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

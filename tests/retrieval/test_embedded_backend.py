@@ -142,6 +142,7 @@ def test_a_build_killed_midway_leaves_the_previous_index(tmp_path: Path) -> None
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    proc.stdout.close()
     b = EmbeddedBackend(root, embedder=HashingEmbedder())
     assert b.count() in (30, 20030)  # the old index, or (if the kill came after the switch) the new one
     assert b.query("refund return", k=1)

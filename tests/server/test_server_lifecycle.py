@@ -167,7 +167,9 @@ def test_serve_with_two_workers_answers_and_stops_on_sigterm(tmp_path: Path) -> 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
-    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    with proc:  # closes the stderr pipe
+        err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
 
 
 def _established_per_pid(pids: list[int], port: int) -> dict[int, int]:
@@ -236,4 +238,6 @@ def test_a_burst_of_connections_is_spread_over_the_workers() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
-    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    with proc:  # closes the stderr pipe
+        err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
