@@ -12,6 +12,7 @@ import pytest
 from shortlist.memory import InMemoryStore
 from shortlist.runtime import Conversation, OpenAIChatModel, Pack, Tool
 from shortlist.selection import FunctionSelector
+from shortlist.testing import FailingSelector, StaticSelector
 from shortlist.types import Candidate, Query
 
 
@@ -89,24 +90,21 @@ def test_tool_errors_go_back_to_the_model() -> None:
 
 def test_a_tool_not_offered_this_turn_is_refused() -> None:
     script = tool_then_answer("send_email", {"to": "a", "body": "b"})
-    conv = Conversation(
-        Pack(tools=TOOLS), model=script, k=1, tool_selector=FunctionSelector(lambda q, c: ["get_weather"])
-    )
+    conv = Conversation(Pack(tools=TOOLS), model=script, k=1, tool_selector=StaticSelector(["get_weather"]))
     result = conv.send("weather")
     assert "not available this turn" in result.answer
 
 
 def test_selector_failure_never_fails_the_turn() -> None:
-    def boom(q: Query, c: Sequence[Candidate]) -> list[str]:
-        raise RuntimeError("ranker crashed")
-
     offered: list[list[str]] = []
 
     def script(req: dict[str, Any]) -> dict[str, Any]:
         offered.append([t["function"]["name"] for t in req.get("tools", [])])
         return {"role": "assistant", "content": "ok"}
 
-    conv = Conversation(Pack(tools=TOOLS), model=script, tool_selector=FunctionSelector(boom, name="boom"))
+    conv = Conversation(
+        Pack(tools=TOOLS), model=script, tool_selector=FailingSelector(RuntimeError("ranker crashed"), name="boom")
+    )
     result = conv.send("anything")
     assert result.answer == "ok"
     assert offered[0] == ["get_weather", "send_email", "broken"]
@@ -245,7 +243,7 @@ def test_final_request_carries_grounding_memories_and_narrowed_tools_only() -> N
         memory=store,
         scope=scope,
     )
-    conv = Conversation(pack, model=script, k=1, tool_selector=FunctionSelector(lambda q, c: ["send_email"]))
+    conv = Conversation(pack, model=script, k=1, tool_selector=StaticSelector(["send_email"]))
     result = conv.send("how many days do refunds take after purchase?")
     system = requests[0]["messages"][0]["content"]
     assert system.startswith("You are a support agent.")

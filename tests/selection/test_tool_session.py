@@ -23,6 +23,7 @@ from shortlist.selection.session import (
     ToolSession,
     decide_offer,
 )
+from shortlist.testing import FailingSelector
 from shortlist.types import Candidate, Query
 
 CATALOG = tuple(
@@ -153,16 +154,17 @@ def test_bad_arguments() -> None:
 
 
 def test_a_failing_selector_never_floods_the_history_on_search() -> None:
-    def boom(q: Query, c: Sequence[Candidate]) -> list[str]:
-        raise RuntimeError("ranker down")
-
     events: list[Event] = []
     s = ToolSession(
-        Shortlist(CATALOG, selector=FunctionSelector(boom), on_event=events.append), policy="deferred", search_k=2
+        Shortlist(CATALOG, selector=FailingSelector(RuntimeError("ranker down")), on_event=events.append),
+        policy="deferred",
+        search_k=2,
     )
     first = s.offer("weather")
     assert first.reason == "fallback:error" and len(first.block) == len(CATALOG)  # first turn: all eligible
-    s2 = ToolSession(Shortlist(CATALOG, selector=FunctionSelector(boom)), policy="deferred", search_k=2)
+    s2 = ToolSession(
+        Shortlist(CATALOG, selector=FailingSelector(RuntimeError("ranker down"))), policy="deferred", search_k=2
+    )
     s2.state = OfferState(block=("memory__recall",), turns=1)
     found = s2.search("convert money between currencies")
     assert [c.id for c in found][:1] == ["convert_currency"] and len(found) <= 2
