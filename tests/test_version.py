@@ -14,7 +14,13 @@ from pathlib import Path
 import shortlist
 
 ROOT = Path(__file__).resolve().parent.parent
-COPIES = ["deploy/compose.yaml", "deploy/k8s/shortlist.yaml", "deploy/k8s/index-job.yaml", "deploy/Dockerfile"]
+COPIES = [
+    "deploy/compose.yaml",
+    "deploy/k8s/shortlist.yaml",
+    "deploy/k8s/index-job.yaml",
+    "deploy/Dockerfile",
+    "docs/deploy.md",
+]
 
 
 def test_the_package_metadata_is_built_from_dunder_version() -> None:
