@@ -25,7 +25,7 @@ def _import_every_module() -> None:
             raise
 
 
-def _subclasses(cls: type) -> dict[str, str]:
+def _subclasses(cls: type[BaseException]) -> dict[str, str]:
     """Every subclass of ``cls`` defined by shortlist, as name -> the name of its ShortlistError parent."""
     found: dict[str, str] = {}
     for sub in cls.__subclasses__():

@@ -46,18 +46,21 @@ def _events(cls: type[Event] = Event) -> set[type[Event]]:
 
 def _row(cls: type[Event]) -> tuple[str, str, str, str, str]:
     fields = dataclasses.fields(cls)
-    level = logging.getLevelName(next(f.default for f in fields if f.name == "level"))
+    default = next(f.default for f in fields if f.name == "level")
+    assert isinstance(default, int), cls
+    level = logging.getLevelName(default)
     names = ", ".join(f"`{f.name}`" for f in fields if f.name != "level") or "—"
     return cls.name, cls.area, level, f"{cls.__module__}.{cls.__qualname__}", names
 
 
 def _documented() -> dict[str, tuple[str, str, str, str, str]]:
-    rows = {}
+    rows: dict[str, tuple[str, str, str, str, str]] = {}
     for line in PAGE.read_text(encoding="utf-8").splitlines():
         m = ROW.match(line)
         if m and m.group(1) != "name":
             assert m.group(6).strip(), f"{m.group(1)}: no line on when it is emitted"
-            rows[m.group(4)] = m.group(1, 2, 3, 4, 5)
+            name, area, level, qualname, fields = m.group(1, 2, 3, 4, 5)
+            rows[qualname] = (name, area, level, qualname, fields)
     return rows
 
 
