@@ -280,9 +280,12 @@ def test_a_failing_model_run_reaches_every_waiting_caller() -> None:
     assert c is not None
     batches: list[int] = []
     run = c._run
+    release = threading.Event()
 
     def recording(rows: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
         batches.append(len(rows))
+        if len(batches) == 1:
+            release.wait(30)  # the long text holds the run slot until the others have queued
         return run(rows)
 
     c._run = recording
@@ -298,22 +301,31 @@ def test_a_failing_model_run_reaches_every_waiting_caller() -> None:
         except Exception as exc:
             outcomes[i] = exc
 
+    def queued(n: int) -> None:
+        for _ in range(3000):
+            with c._cond:
+                if len(c._queue) == n:
+                    return
+            time.sleep(0.001)
+        raise AssertionError(f"{n} callers never queued")
+
     threads = [threading.Thread(target=call, args=(i,)) for i in range(9)]
     threads[0].start()
     while not batches:  # the long text's run has started
         time.sleep(0.001)
     threads[1].start()
-    time.sleep(0.01)
+    queued(1)  # the bad row is the oldest waiting caller, so it leads the next run
     for t in threads[2:]:
         t.start()
+    queued(8)
+    release.set()
     for t in threads:
         t.join(30)
     assert not any(t.is_alive() for t in threads)
+    assert batches == [1, 8]
     assert isinstance(outcomes[0], np.ndarray)
-    if batches[1] == 8:  # the usual case; a very slow thread start can split the queue
-        assert all(isinstance(outcomes[i], Exception) for i in range(1, 9))
-        assert all(isinstance(outcomes[i], EmbeddingError) for i in range(2, 9))
-    assert isinstance(outcomes[1], Exception)
+    assert all(isinstance(outcomes[i], Exception) for i in range(1, 9))
+    assert all(isinstance(outcomes[i], EmbeddingError) for i in range(2, 9))
     reference = emb._run_ids([good])[0]
     assert np.array_equal(c.submit(good), reference)
 
