@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from loopback import wait_until
 from shortlist.server import ServerSettings, create_app
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -52,12 +53,10 @@ def serve(
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     try:
-        for _ in range(500):
-            if server.started or not thread.is_alive():
-                break
-            threading.Event().wait(0.02)
+        if not wait_until(lambda: server.started or not thread.is_alive(), seconds=10, interval=0.02):
+            raise RuntimeError("the test server did not start within 10 s")
         if not server.started:
-            raise RuntimeError("the test server did not start")
+            raise RuntimeError("the test server's thread ended before it started")
         yield RunningServer(f"http://{host}:{port}", server, thread, app)
     finally:
         server.should_exit = True

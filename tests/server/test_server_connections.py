@@ -21,6 +21,7 @@ import uvicorn
 from serve_process import serve_process
 from server_helpers import EXAMPLE_CATALOG
 
+from loopback import wait_until
 from shortlist.server import ServerSettings, create_app
 
 pytestmark = pytest.mark.slow  # connection deadlines of `shortlist serve` processes
@@ -181,10 +182,7 @@ def test_both_protocols_enforce_the_header_deadline_and_serve_normally(protocol:
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            time.sleep(0.02)
+        assert wait_until(lambda: server.started, seconds=10, interval=0.02), "the server did not start"
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             for _ in range(3):  # kept alive across requests, each one's header on time
                 r = client.post("/v1/select", json={"query": "send an email", "catalog": "ex"})
