@@ -264,3 +264,15 @@ def test_deferred_by_default_fixes_a_block_of_pins_and_prefetches_from_the_first
     assert second.block == first.block and not second.changed and second.prefetched == ("book_flight",)
     with pytest.raises(ConfigError):
         ToolSession(shortlist(), hot=-1)
+
+
+def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
+    from shortlist.selection.session import OfferStateRepaired
+
+    events: list[Event] = []
+    state = OfferState(block=("memory__recall", "gone"), loaded=("book_flight", "also_gone"), turns=1)
+    offer = decide_offer(shortlist(events), state, "weather", policy="deferred", prefetch=0)
+    assert offer.block == ("memory__recall",) and offer.changed and offer.reason == "catalog_changed"
+    assert offer.state.loaded == ("book_flight",)
+    repaired = [e for e in events if isinstance(e, OfferStateRepaired)]
+    assert repaired and repaired[0].dropped == ("gone", "also_gone")

@@ -67,6 +67,7 @@ __all__ = [
     "OfferChanged",
     "OfferPolicy",
     "OfferState",
+    "OfferStateRepaired",
     "Prices",
     "ToolSearched",
     "ToolSession",
@@ -112,6 +113,16 @@ class OfferChanged(Event):
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     prefix_tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfferStateRepaired(Event):
+    """An offer state named tools the catalog no longer holds; they were dropped (the turn goes on)."""
+
+    name: ClassVar[str] = "selection.offer_state_repaired"
+    area: ClassVar[str] = "selection"
+    level: int = logging.WARNING
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,6 +308,21 @@ def _hooks(shortlist: Shortlist, extra: Sequence[EventHook]) -> tuple[EventHook,
     return (*shortlist.hooks, *extra)
 
 
+def _repaired(
+    shortlist: Shortlist, state: OfferState, eligible_ids: set[str], hooks: Sequence[EventHook]
+) -> OfferState:
+    """``state`` without the tools the catalog no longer holds (a catalog may change between turns)."""
+    dropped = tuple(dict.fromkeys(i for i in (*state.block, *state.loaded) if i not in eligible_ids))
+    if not dropped:
+        return state
+    emit(OfferStateRepaired(dropped=dropped), hooks=_hooks(shortlist, hooks))
+    return replace(
+        state,
+        block=tuple(i for i in state.block if i in eligible_ids),
+        loaded=tuple(i for i in state.loaded if i in eligible_ids),
+    )
+
+
 def _check_policy(policy: str) -> OfferPolicy:
     if policy not in OFFER_POLICIES:
         raise ConfigError(f"offer policy must be one of {', '.join(OFFER_POLICIES)}, not {policy!r}")
@@ -346,6 +372,8 @@ def decide_offer(
     prices = prices or Prices()
     eligible = tuple(shortlist.catalog if candidates is None else candidates)
     eligible_ids = {c.id for c in eligible}
+    previous_block = state.block
+    state = _repaired(shortlist, state, eligible_ids, hooks)
     first = state.turns == 0
     prefetched: tuple[str, ...] = ()
     selection: TurnSelection | None = None
@@ -361,7 +389,7 @@ def decide_offer(
                 keep = set(turn.pinned) | set(turn.ranked[:hot])
                 block = tuple(i for i in block if i in keep)
     else:
-        block, reason = state.block, "unchanged"
+        block, reason = state.block, ("unchanged" if state.block == previous_block else "catalog_changed")
     if policy == "deferred" and prefetch > 0:
         turn = selection or shortlist.select(query, eligible, k=k, hooks=hooks)
         selection = turn
@@ -382,7 +410,7 @@ def decide_offer(
             block, reason, selection = state.block + new, "worth_changing", turn
     search_tool = policy != "per_turn"
     loaded = tuple(i for i in (*state.loaded, *prefetched) if i in eligible_ids and i not in block)
-    changed = not first and block != state.block
+    changed = not first and block != previous_block
     new_state = replace(
         state,
         block=block,
@@ -395,8 +423,8 @@ def decide_offer(
             OfferChanged(
                 policy=policy,
                 reason=reason,
-                added=tuple(i for i in block if i not in state.block),
-                removed=tuple(i for i in state.block if i not in block),
+                added=tuple(i for i in block if i not in previous_block),
+                removed=tuple(i for i in previous_block if i not in block),
                 prefix_tokens=prefix_tokens,
             ),
             hooks=_hooks(shortlist, hooks),
@@ -473,8 +501,10 @@ def search_tools(
     ``co_usage``, the tools usually called with the found ones come along.
     """
     policy = _check_policy(policy)
+    catalog = tuple(shortlist.catalog if candidates is None else candidates)
+    state = _repaired(shortlist, state, {c.id for c in catalog}, hooks)
     available = set(state.available)
-    pool = tuple(c for c in (shortlist.catalog if candidates is None else candidates) if c.id not in available)
+    pool = tuple(c for c in catalog if c.id not in available)
     if not pool or not query.strip() or k <= 0:
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=_hooks(shortlist, hooks))
         return (), state

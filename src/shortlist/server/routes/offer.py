@@ -17,15 +17,16 @@ import asyncio
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
+from annotated_types import Ge, Le
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
 from shortlist.events import Event
 from shortlist.selection.session import DEFAULT_PREFETCH, OfferState, ToolSearched, decide_offer, search_tools
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import JsonInt, state_of
+from shortlist.server.routes import JsonInt, _integral, state_of
 from shortlist.server.routes.reduce import ChatMessage
 from shortlist.server.routes.select import MAX_CANDIDATES, CandidateIn, SelectResponse, binding, resolve_candidates
 from shortlist.types import Candidate
@@ -109,8 +110,9 @@ class OfferRequest(_Source):
     )
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="The turn's text (or messages).")
     k: JsonInt = Field(default=5, ge=0, le=10_000, description="Tools ranked into the block besides pins.")
-    prefetch: JsonInt | None = Field(
-        default=None, ge=0, le=MAX_SEARCH_K, description="`deferred`: top tools loaded now (default 3 under deferred)."
+    # the bounds sit inside, before the validator, so the OpenAPI schema states them on the nullable field
+    prefetch: Annotated[int, Ge(0), Le(MAX_SEARCH_K), BeforeValidator(_integral)] | None = Field(
+        default=None, description="`deferred`: top tools loaded now (default 3 under deferred)."
     )
     hot: JsonInt = Field(
         default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
@@ -162,7 +164,11 @@ class SearchResponse(BaseModel):
 
 
 def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
-    """Validate the client's state: its shape (strict) and that its tools are in the catalog.
+    """Validate the client's state (its shape, strictly).
+
+    Tools the catalog no longer holds are not an error: the library drops them with an
+    ``OfferStateRepaired`` event, so a catalog that changed between turns never breaks a
+    conversation.
 
     Raises:
         ApiError: 400 ``invalid_state``.
@@ -176,17 +182,6 @@ def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
     except ValidationError as exc:  # name the fields, never echo the values
         where = "; ".join(f"state.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         raise ApiError(400, "invalid_state", f"not an offer state ({where})") from None
-    ids = {c.id for c in eligible}
-    for name in ("block", "loaded"):
-        unknown = [i for i in getattr(parsed, name) if i not in ids]
-        if unknown:
-            shown = ", ".join(repr(i) for i in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            raise ApiError(
-                400,
-                "invalid_state",
-                f"state.{name} names {len(unknown)} tool(s) this catalog does not hold ({shown}); "
-                "send the state this catalog's previous answer returned",
-            )
     return OfferState(
         block=tuple(parsed.block),
         loaded=tuple(parsed.loaded),
