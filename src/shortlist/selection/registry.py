@@ -23,12 +23,15 @@ import importlib
 import shlex
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.config import EXEC_TYPE, RuntimeConfig, SelectorConfig
 from shortlist.errors import ConfigError, MissingDependencyError
 from shortlist.selection.base import Selector, SelectorContext
 from shortlist.selection.wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
+
+if TYPE_CHECKING:
+    from shortlist.embeddings.base import Embedder
 
 __all__ = [
     "BUILTIN_SELECTORS",
@@ -139,7 +142,7 @@ class SelectorRegistry:
         config: RuntimeConfig | None = None,
         *,
         selectors: Mapping[str, Selector] | None = None,
-        embeddings: Any = None,
+        embeddings: Embedder | None = None,
         source: str | None = None,
     ) -> None:
         self.config = config or RuntimeConfig()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shortlist.config import BreakerConfig, RuntimeConfig, load_runtime_config
 from shortlist.errors import ConfigError
@@ -23,6 +23,7 @@ from shortlist.types import Candidate, Query
 if TYPE_CHECKING:
     from shortlist.embeddings.base import Embedder
     from shortlist.memory.store import MemoryStore
+    from shortlist.retrieval.corpus import CorpusRetriever
 
 __all__ = ["ServiceState", "open_memory_store"]
 
@@ -78,7 +79,7 @@ def _with_default_breakers(config: RuntimeConfig, settings: ServerSettings) -> R
     return config.model_copy(update={"spec": config.spec.model_copy(update={"selectors": selectors})})
 
 
-def _corpus_retriever(settings: ServerSettings) -> Any:
+def _corpus_retriever(settings: ServerSettings) -> CorpusRetriever | None:
     """The ``CorpusRetriever`` of ``settings.corpus_index`` (opened) or ``corpus_path`` (indexed now), or None.
 
     Raises:
@@ -120,7 +121,7 @@ class ServiceState:
             name: tuple(load_catalog(path)) for name, path in settings.catalogs.items()
         }
         self.memory: MemoryStore = open_memory_store(settings.memory_url)
-        self.retriever: Any = _corpus_retriever(settings)
+        self.retriever: CorpusRetriever | None = _corpus_retriever(settings)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self._hooked = False

@@ -44,4 +44,4 @@ def retrieve(body: RetrieveRequest, request: Request, key: ApiKey) -> dict[str, 
     if retriever is None:
         raise ApiError(404, "no_corpus", "no corpus is configured on this server")
     docs = retriever.retrieve_context(body.scope, [m.model_dump(exclude_none=True) for m in body.messages])
-    return {"documents": [d.to_dict() if hasattr(d, "to_dict") else dict(d) for d in docs]}
+    return {"documents": [d.to_dict() for d in docs]}
