@@ -156,7 +156,9 @@ def test_init_runs_exactly_once_and_its_error_names_the_selector() -> None:
 
 
 def test_shared_embedder_reaches_init() -> None:
-    marker = object()
+    from shortlist.testing import HashEmbedder
+
+    marker = HashEmbedder()
     sel = Named("x")
     SelectorRegistry(selectors={"x": sel}, embeddings=marker).get("x")
     assert sel.inits[0].embeddings is marker
