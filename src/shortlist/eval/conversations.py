@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from shortlist.errors import CatalogError, ConfigError
 from shortlist.eval.datasets import load_tools
-from shortlist.eval.runner import definition_text, make_counter
+from shortlist.eval.runner import make_counter
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.session import (
     PREFETCH_QUERY,
@@ -50,6 +50,7 @@ from shortlist.selection.session import (
     OfferPolicy,
     Prices,
     ToolSession,
+    definition_text,
 )
 from shortlist.types import Candidate
 
@@ -210,6 +211,11 @@ class _Replay:
     def message_tokens(self, message: Mapping[str, Any]) -> int:
         return self.count(json.dumps(message, ensure_ascii=False, default=str))
 
+    def exchange_tokens(self, query: str, content: list[str]) -> int:
+        """A ``find_tools`` call with ``query`` and its result carrying ``content``."""
+        ask = {"role": "assistant", "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": query}}]}
+        return self.message_tokens(ask) + self.message_tokens({"role": "tool", "content": content})
+
     def conversation(self, case: ConversationCase, prior: int, totals: _Totals, co_usage: CoUsage | None) -> None:
         meter = _Meter(self.cost_model, prior)
         all_ids = tuple(c.id for c in self.catalog)
@@ -231,13 +237,8 @@ class _Replay:
                 available = set(offer.available)
                 totals.changes += session.state.changes - before
                 if offer.prefetched:  # loaded by the runtime before the call: a search exchange, no model call
-                    prefetched = [self.by_id[i] for i in offer.prefetched]
-                    ask = {
-                        "role": "assistant",
-                        "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": PREFETCH_QUERY}}],
-                    }
-                    res = {"role": "tool", "content": [definition_text(c) for c in prefetched]}
-                    meter.history_tokens += self.message_tokens(ask) + self.message_tokens(res)
+                    defs = [definition_text(self.by_id[i]) for i in offer.prefetched]
+                    meter.history_tokens += self.exchange_tokens(PREFETCH_QUERY, defs)
             gold = turn.gold
             searches = 0
             while session is not None and search_tool and not gold <= available and searches < self.max_searches:
@@ -246,16 +247,12 @@ class _Replay:
                 found = session.search(turn.user, prefix_tokens=self.cost_model.system_tokens + meter.history_tokens)
                 totals.changes += session.state.changes - before
                 searches += 1
-                ask = {
-                    "role": "assistant",
-                    "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": turn.user}}],
-                }
                 if session.policy == "deferred":  # the result expands into the found definitions
-                    result: dict[str, Any] = {"role": "tool", "content": [definition_text(c) for c in found]}
+                    content = [definition_text(c) for c in found]
                 else:  # the found tools join the tools block of the next call
-                    result = {"role": "tool", "content": [c.id for c in found]}
+                    content = [c.id for c in found]
                     block = session.state.block
-                meter.history_tokens += self.message_tokens(ask) + self.message_tokens(result)
+                meter.history_tokens += self.exchange_tokens(turn.user, content)
                 available = set(session.state.available)
                 if not found:
                     break

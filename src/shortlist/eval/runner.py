@@ -14,7 +14,6 @@ For a selector without abstention both views come from the same call.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 import time
 from collections import Counter
@@ -30,7 +29,8 @@ from shortlist.eval.metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall
 from shortlist.rankers.base import Ranker
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, narrow
-from shortlist.types import Candidate, Query
+from shortlist.selection.session import definition_text
+from shortlist.types import Query
 
 __all__ = ["QueryOutcome", "abstention_curve", "definition_text", "make_counter", "run_eval", "summarise"]
 
@@ -85,14 +85,6 @@ def make_counter() -> Any:
         return TiktokenCounter("o200k_base")
     except Exception:  # any failure falls back to the approximation (named in the report)
         return _Approx()
-
-
-def definition_text(c: Candidate) -> str:
-    """The tool definition a model would receive for ``c`` (JSON of name, description, parameters)."""
-    body: dict[str, Any] = {"name": c.name, "description": c.description}
-    if c.parameters:
-        body["parameters"] = dict(c.parameters)
-    return json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _ranking_selector(selector: Selector) -> Selector:

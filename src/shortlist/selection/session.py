@@ -48,7 +48,6 @@ from shortlist.errors import ConfigError
 from shortlist.events import Event, EventHook, emit
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.narrowing import TurnSelection, narrow
-from shortlist.selection.query import last_user_text
 from shortlist.types import Candidate, Query
 
 if TYPE_CHECKING:
@@ -72,6 +71,7 @@ __all__ = [
     "ToolSearched",
     "ToolSession",
     "decide_offer",
+    "definition_text",
     "definition_tokens",
     "search_tools",
 ]
@@ -451,10 +451,17 @@ def decide_offer(
 MISS_RATE = 0.3
 
 
+def definition_text(c: Candidate) -> str:
+    """The tool definition a model would receive for ``c`` (JSON of name, description, parameters)."""
+    body: dict[str, Any] = {"name": c.name, "description": c.description}
+    if c.parameters:
+        body["parameters"] = dict(c.parameters)
+    return json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def definition_tokens(c: Candidate) -> int:
-    """An estimate of the tokens of ``c``'s definition in a request (``len(JSON) / 4``)."""
-    body = {"name": c.name, "description": c.description, "parameters": dict(c.parameters or {})}
-    return -(-len(json.dumps(body, ensure_ascii=False, default=str)) // 4)
+    """An estimate of the tokens of ``c``'s definition in a request (``len(definition_text) / 4``)."""
+    return -(-len(definition_text(c)) // 4)
 
 
 def _widened(
@@ -657,10 +664,3 @@ class ToolSession:
                 called.remove(name)
             called.append(name)
         self.state = replace(self.state, called=tuple(called))
-
-
-def latest_text(query: str | Query | Sequence[Mapping[str, Any]]) -> str:
-    """The text a turn is ranked on (the latest user message)."""
-    if isinstance(query, Query):
-        return query.text
-    return query if isinstance(query, str) else last_user_text(query)
