@@ -6,8 +6,11 @@ from shortlist.adapters.catalog import load_catalog
 from shortlist.adapters.tools import (
     candidate_from_dict,
     candidates_from_tools,
+    render_tools,
     skill_to_candidate,
     to_anthropic_tool,
+    to_mcp_tool,
+    to_openai_responses_tool,
     to_openai_tool,
 )
 
@@ -15,7 +18,10 @@ __all__ = [
     "candidate_from_dict",
     "candidates_from_tools",
     "load_catalog",
+    "render_tools",
     "skill_to_candidate",
     "to_anthropic_tool",
+    "to_mcp_tool",
+    "to_openai_responses_tool",
     "to_openai_tool",
 ]

@@ -7,12 +7,20 @@ Recognised tool shapes (detected per item):
 * Anthropic ``{"name", "description", "input_schema"}``;
 * MCP ``{"name", "description", "inputSchema"}`` (a ``tools/list`` result is ``{"tools": [...]}``);
 * shortlist candidates ``{"id", "name"?, "description"?, "metadata"?, "parameters"?, "examples"?}``.
+
+**Lossless round trip.** A tool read from a host format keeps its exact definition in
+``metadata["definition"]`` (``strict``, ``cache_control``, MCP ``annotations``/``outputSchema``
+and any field shortlist does not know), and rendering it back to the *same* format returns that
+definition unchanged (only ``name``/``description``/schema are taken from the candidate, so an
+edited candidate is rendered as edited). Rendering to another format carries only the fields
+that format has. :func:`render_tools` turns a turn's ids into the ``tools=[...]`` of a request.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from shortlist.errors import CatalogError
 from shortlist.skills.parser import Skill
@@ -21,10 +29,18 @@ from shortlist.types import Candidate
 __all__ = [
     "candidate_from_dict",
     "candidates_from_tools",
+    "render_tools",
     "skill_to_candidate",
     "to_anthropic_tool",
+    "to_mcp_tool",
+    "to_openai_responses_tool",
     "to_openai_tool",
 ]
+
+#: The formats :func:`render_tools` renders to.
+ToolFormat = Literal["openai", "openai-responses", "anthropic", "mcp"]
+#: The metadata key holding a tool's definition exactly as it was read.
+DEFINITION_KEY = "definition"
 
 
 def _str(value: Any, what: str, where: str) -> str:
@@ -69,7 +85,7 @@ def candidate_from_dict(item: Mapping[str, Any], *, where: str = "item") -> Cand
     if isinstance(examples, str) or not all(isinstance(e, str) for e in examples):
         raise CatalogError(f"{where} ({cid}): examples must be a list of strings")
     if fmt != "candidate":
-        metadata = {**metadata, "format": fmt}
+        metadata = {**metadata, "format": fmt, DEFINITION_KEY: copy.deepcopy(dict(item))}
     return Candidate(
         id=cid,
         name=_str(name, "name", where) or cid,
@@ -137,11 +153,113 @@ def _schema(c: Candidate) -> dict[str, Any]:
     return dict(c.parameters) if c.parameters is not None else {"type": "object", "properties": {}}
 
 
+def _source(c: Candidate, shape: str) -> dict[str, Any] | None:
+    """A deep copy of the definition ``c`` was read from, when it had ``shape``."""
+    original = c.metadata.get(DEFINITION_KEY)
+    if not isinstance(original, Mapping):
+        return None
+    fmt = c.metadata.get("format")
+    nested = isinstance(original.get("function"), Mapping)
+    actual = {"anthropic": "anthropic", "mcp": "mcp"}.get(str(fmt), "")
+    if fmt == "openai":
+        actual = "openai" if nested else "openai-responses"
+    return copy.deepcopy(dict(original)) if actual == shape else None
+
+
+def _put(body: dict[str, Any], c: Candidate, schema_key: str) -> dict[str, Any]:
+    """Write the candidate's name, description and schema into ``body`` where they differ.
+
+    A field the original left out stays out while the candidate's value is the empty default.
+    """
+    if body.get("name") != c.name:
+        body["name"] = c.name
+    if body.get("description", "") != c.description:
+        body["description"] = c.description
+    if c.parameters is not None and body.get(schema_key) != dict(c.parameters):
+        body[schema_key] = dict(c.parameters)
+    return body
+
+
 def to_openai_tool(c: Candidate) -> dict[str, Any]:
-    """Render a candidate as an OpenAI chat-completions tool definition."""
-    return {"type": "function", "function": {"name": c.name, "description": c.description, "parameters": _schema(c)}}
+    """Render a candidate as an OpenAI chat-completions tool definition.
+
+    A tool read from this shape comes back exactly as it was (``strict`` and unknown fields
+    included); one read from the Responses API's flat shape keeps ``strict``.
+    """
+    original = _source(c, "openai")
+    if original is not None:
+        original["function"] = _put(dict(original["function"]), c, "parameters")
+        return original
+    function: dict[str, Any] = {"name": c.name, "description": c.description, "parameters": _schema(c)}
+    flat = _source(c, "openai-responses")
+    if flat is not None and "strict" in flat:
+        function["strict"] = flat["strict"]
+    return {"type": "function", "function": function}
+
+
+def to_openai_responses_tool(c: Candidate) -> dict[str, Any]:
+    """Render a candidate as an OpenAI Responses API (flat) function tool."""
+    original = _source(c, "openai-responses")
+    if original is not None:
+        return _put(original, c, "parameters")
+    out: dict[str, Any] = {"type": "function", "name": c.name, "description": c.description}
+    out["parameters"] = _schema(c)
+    nested = _source(c, "openai")
+    if nested is not None and "strict" in nested["function"]:
+        out["strict"] = nested["function"]["strict"]
+    return out
 
 
 def to_anthropic_tool(c: Candidate) -> dict[str, Any]:
-    """Render a candidate as an Anthropic messages tool definition."""
+    """Render a candidate as an Anthropic messages tool definition.
+
+    A tool read from this shape comes back exactly as it was (``cache_control``,
+    ``defer_loading``, ``strict`` and unknown fields included).
+    """
+    original = _source(c, "anthropic")
+    if original is not None:
+        return _put(original, c, "input_schema")
     return {"name": c.name, "description": c.description, "input_schema": _schema(c)}
+
+
+def to_mcp_tool(c: Candidate) -> dict[str, Any]:
+    """Render a candidate as an MCP ``tools/list`` tool.
+
+    A tool read from this shape comes back exactly as it was (``title``, ``annotations``,
+    ``outputSchema``, ``_meta`` and unknown fields included).
+    """
+    original = _source(c, "mcp")
+    if original is not None:
+        return _put(original, c, "inputSchema")
+    return {"name": c.name, "description": c.description, "inputSchema": _schema(c)}
+
+
+_RENDERERS = {
+    "openai": to_openai_tool,
+    "openai-responses": to_openai_responses_tool,
+    "anthropic": to_anthropic_tool,
+    "mcp": to_mcp_tool,
+}
+
+
+def render_tools(catalog: Iterable[Candidate], ids: Iterable[str], fmt: ToolFormat = "openai") -> list[dict[str, Any]]:
+    """The ``tools=[...]`` of a model request: the candidates named by ``ids``, in that order.
+
+    ``ids`` is usually ``turn.ids`` of :meth:`shortlist.Shortlist.select`; ``fmt`` is
+    ``"openai"`` (chat completions), ``"openai-responses"``, ``"anthropic"`` or ``"mcp"``.
+
+    Raises:
+        KeyError: an id that is not in ``catalog``.
+        ValueError: an unknown format.
+    """
+    try:
+        render = _RENDERERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown tool format {fmt!r}; use one of {', '.join(_RENDERERS)}") from None
+    by_id = {c.id: c for c in catalog}
+    out = []
+    for cid in ids:
+        if cid not in by_id:
+            raise KeyError(f"{cid!r} is not in the catalog")
+        out.append(render(by_id[cid]))
+    return out
