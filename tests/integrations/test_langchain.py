@@ -1,0 +1,163 @@
+"""LangChain v1 agent middleware, a LangGraph ``bind_tools`` node, bigtool's retrieve_tools, on the real libraries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+pytest.importorskip("langgraph")
+
+from integration_helpers import FUNCTIONS, NAMES, Events
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations.langchain import (
+    ShortlistMiddleware,
+    find_tools_tool,
+    narrowed_tools,
+    retrieve_tools_functions,
+)
+from shortlist.testing import FailingSelector
+
+
+class RecordingModel(GenericFakeChatModel):
+    """LangChain's fake chat model, with ``bind_tools``; records the tool names of every call."""
+
+    seen: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid, "type": "tool_call"}])
+
+
+def tools() -> list[BaseTool]:
+    return [StructuredTool.from_function(f) for f in FUNCTIONS]
+
+
+def test_middleware_narrows_every_model_call_and_find_tools_reaches_the_rest() -> None:
+    script = [
+        call("get_weather", {"city": "Paris"}, "c1"),
+        AIMessage(content="Sunny in Paris."),
+        call("find_tools", {"query": "convert money into another currency"}, "c2"),
+        call("convert_currency", {"amount": 10.0, "currency": "EUR"}, "c3"),
+        AIMessage(content="Booked; 10 EUR."),
+    ]
+    model = RecordingModel(messages=iter(script))
+    events = Events()
+    middleware = ShortlistMiddleware(selector="bm25", k=3, on_event=events)
+    agent = create_agent(model, tools=tools(), middleware=[middleware])
+
+    state = agent.invoke({"messages": [HumanMessage("what is the weather forecast in Paris?")]})
+    first, second = model.seen
+    assert "get_weather" in first and "find_tools" in first
+    assert len(first) <= 4 and set(first) < {*NAMES, "find_tools"}
+    assert second == first  # the tool round of one turn reuses the turn's selection
+
+    state["messages"].append(HumanMessage("book a flight ticket to Rome"))
+    state = agent.invoke(state)  # type: ignore[arg-type]
+    third, fourth, fifth = model.seen[2:]
+    assert "book_flight" in third and "convert_currency" not in third
+    assert "convert_currency" in fourth and "convert_currency" in fifth  # found by find_tools, callable now
+    assert state["messages"][-1].content == "Booked; 10 EUR."
+    assert [m.content for m in state["messages"] if m.type == "tool" and m.name == "convert_currency"] == ["10.0 EUR"]
+    assert next(e["found"] for e in events.named("selection.tool_searched"))[0] == "convert_currency"
+    assert not events.named("selection.fallback")
+
+
+def test_a_failing_selector_leaves_the_agent_with_every_tool() -> None:
+    model = RecordingModel(messages=iter([call("stock_price", {"ticker": "ACME"}, "c1"), AIMessage(content="100")]))
+    events = Events()
+    agent = create_agent(
+        model, tools=tools(), middleware=[ShortlistMiddleware(selector=FailingSelector(), on_event=events)]
+    )
+    state = agent.invoke({"messages": [HumanMessage("price of ACME shares")]})
+    assert all(set(seen) == set(NAMES) for seen in model.seen) and len(model.seen) == 2
+    assert state["messages"][-1].content == "100"
+    [fallback] = events.named("selection.fallback")
+    assert fallback["reason"] == "error" and fallback["selector"] == "failing"
+
+
+async def test_middleware_async_path() -> None:
+    model = RecordingModel(messages=iter([AIMessage(content="ok")]))
+    agent = create_agent(model, tools=tools(), middleware=[ShortlistMiddleware(selector="bm25", k=2)])
+    state = await agent.ainvoke({"messages": [HumanMessage("translate this text into Spanish")]})
+    assert state["messages"][-1].content == "ok"
+    [seen] = model.seen
+    assert "translate_text" in seen and len(seen) <= 3
+
+
+def test_provider_tool_dicts_are_kept_and_a_tool_named_find_tools_is_not_narrowed_away() -> None:
+    model = RecordingModel(messages=iter([AIMessage(content="ok")]))
+    middleware = ShortlistMiddleware(selector="bm25", k=1)
+    provider_tool = {"type": "function", "function": {"name": "web_search", "parameters": {"type": "object"}}}
+    agent = create_agent(model, tools=[*tools(), provider_tool], middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("play a song by Queen")]})
+    [seen] = model.seen
+    assert seen[0] == "play_music" and "web_search" in seen and "find_tools" in seen
+
+
+def test_langgraph_model_node_binds_the_narrowed_tools() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    all_tools = tools()
+    narrower = ToolNarrower(selector="bm25", k=2)
+    search = find_tools_tool(narrower, all_tools)
+    model = RecordingModel(
+        messages=iter(
+            [
+                call("find_tools", {"query": "send an email message"}, "c1"),
+                call("send_email", {"to": "a", "body": "b"}, "c2"),
+                AIMessage(content="done"),
+            ]
+        )
+    )
+
+    def model_node(state: MessagesState) -> dict[str, Any]:
+        bound = model.bind_tools(narrowed_tools(narrower, all_tools, state["messages"], search_tool=search))
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model_node)
+    graph.add_node("tools", ToolNode([*all_tools, search]))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    app = graph.compile()
+    out = app.invoke({"messages": [HumanMessage("reserve a hotel room in Lisbon")]})
+    assert out["messages"][-1].content == "done"
+    first, second, _ = model.seen
+    assert "book_hotel" in first and "send_email" not in first and "find_tools" in first
+    assert "send_email" in second
+
+
+async def test_bigtool_retrieve_tools_ranks_the_registry() -> None:
+    # langgraph-bigtool 0.0.3 (the latest) no longer runs on langgraph 1.x (ToolNode.inject_tool_args is gone), so
+    # this builds its retrieve_tools tool the way its create_agent does and calls it both ways.
+    registry: dict[str, Any] = {f"id-{f.__name__}": f for f in FUNCTIONS}
+    events = Events()
+    retrieve, aretrieve = retrieve_tools_functions(registry, selector="bm25", search_k=2, on_event=events)
+    tool = StructuredTool.from_function(func=retrieve, coroutine=aretrieve)
+    assert tool.name == "retrieve_tools" and set(tool.args) == {"query"}
+    assert tool.invoke({"query": "what is the weather forecast"})[0] == "id-get_weather"
+    assert (await tool.ainvoke({"query": "stock market price"}))[0] == "id-stock_price"
+    assert len(retrieve("book a hotel room")) == 2
+    assert [e["found"][0] for e in events.named("selection.tool_searched")] == [
+        "id-get_weather",
+        "id-stock_price",
+        "id-book_hotel",
+    ]
