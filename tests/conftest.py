@@ -3,11 +3,21 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from loopback import PostgresServer, fresh_database, running_postgres
+
+# The persistent vector cache is on by default in the user's cache directory: the tests (and the
+# CLI processes they start, which inherit the environment) use a folder of their own, removed at exit.
+_CACHE_DIR = tempfile.mkdtemp(prefix="shortlist-test-cache-")
+os.environ["SHORTLIST_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import pytest
 
 from loopback import http_thread
 from shortlist.config import CredentialConfig, EmbeddingProviderConfig
+from shortlist.embeddings.cache import CachingEmbedder
 from shortlist.embeddings.default import DefaultEmbedder
 from shortlist.embeddings.factory import build_embedder
 from shortlist.embeddings.openai import EmbeddingRetry, OpenAIEmbedder
@@ -150,10 +151,14 @@ def test_factory_builds_each_type(monkeypatch: pytest.MonkeyPatch) -> None:
             type="ollama", model="nomic-embed-text", base_url=url, credential=CredentialConfig(credential_env="K")
         )
         monkeypatch.setenv("K", "secret")
-        emb = build_embedder(cfg)
-        assert isinstance(emb, OpenAIEmbedder) and emb.embed(["hi"]).shape == (1, 3)
+        emb = build_embedder(cfg)  # through the persistent cache (on by default), keyed by URL and model
+        assert isinstance(emb, CachingEmbedder) and isinstance(emb.inner, OpenAIEmbedder)
+        assert emb.model_identity == f"{url}/embeddings|nomic-embed-text|"
+        assert emb.embed(["hi"]).shape == (1, 3)
     assert state.requests[0][1]["Authorization"] == "Bearer secret"
-    voyage = build_embedder(EmbeddingProviderConfig(type="voyageai", model="voyage-3"))
+    voyage = build_embedder(
+        EmbeddingProviderConfig(type="voyageai", model="voyage-3", additional_config={"vector_cache": "off"})
+    )
     assert isinstance(voyage, OpenAIEmbedder) and voyage.url == "https://api.voyageai.com/v1/embeddings"
 
 

@@ -1,106 +1,426 @@
-"""A persistent vector cache: wrap any embedder so each text is embedded once, across processes.
+"""The persistent, content-addressed vector cache, shared by every process of a user.
 
-Vectors are stored in a SQLite file keyed by ``(model_name, sha256(text))`` as float32
-blobs. Catalog descriptions and usage examples (thousands of them, from the feedback log)
-are then embedded once per model, not at every start of a process or an evaluation.
+Vectors live in one SQLite file (``vectors.sqlite3`` in the cache directory), keyed by
+``(model identity, sha256(text))``: the identity names the model's content (the sha256 of its
+files for the default model, the endpoint and model name for an HTTP one), never only its
+name, so two models called alike never share vectors. Catalog descriptions, usage examples and
+documents are then embedded once per model and machine, not at every start of a process.
+
+The directory is ``$SHORTLIST_CACHE_DIR``, else ``$XDG_CACHE_HOME/shortlist``, else
+``~/.cache/shortlist``; ``SHORTLIST_CACHE_DIR=off`` (or a config's ``spec.cache.dir: off``)
+turns the cache off. The file is safe under concurrent processes (WAL journal, a busy timeout,
+one short write transaction per batch) and bounded: above ``max_mb`` (default 512,
+``$SHORTLIST_CACHE_MAX_MB``) the least recently used vectors are evicted. A cache that cannot
+be opened or written (a read-only home, a full disk) is skipped with a
+``embeddings.cache_unavailable`` event: vectors are then computed, never wrong.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
-from shortlist.errors import EmbeddingError
+from shortlist.errors import ConfigError, EmbeddingError
+from shortlist.events import Event, emit
 
-__all__ = ["CachingEmbedder"]
+__all__ = [
+    "DEFAULT_MAX_MB",
+    "ENV_CACHE_DIR",
+    "ENV_CACHE_MAX_MB",
+    "CacheInfo",
+    "CacheUnavailable",
+    "CachingEmbedder",
+    "VectorStore",
+    "cache_dir",
+    "configure_cache",
+    "default_store",
+]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS vectors (
-    model TEXT NOT NULL,
-    key BLOB NOT NULL,
-    dim INTEGER NOT NULL,
-    vec BLOB NOT NULL,
-    PRIMARY KEY (model, key)
-) WITHOUT ROWID
-"""
+#: The environment variable naming the cache directory (``off`` disables the cache).
+ENV_CACHE_DIR = "SHORTLIST_CACHE_DIR"
+#: The environment variable bounding the vector file, in MB.
+ENV_CACHE_MAX_MB = "SHORTLIST_CACHE_MAX_MB"
+#: The default bound of the vector file, in MB (about 300,000 MiniLM vectors).
+DEFAULT_MAX_MB = 512
+#: The vector file's name inside the cache directory.
+VECTORS_FILE = "vectors.sqlite3"
+
+_OFF = frozenset({"off", "none", "0", "false", "no"})
 _CHUNK = 500
+_TOUCH_AFTER_US = 3600 * 1_000_000  # a hit refreshes its last use (µs) at most hourly: hits stay read-only
+_BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS vectors (
+        model TEXT NOT NULL,
+        key BLOB NOT NULL,
+        dim INTEGER NOT NULL,
+        vec BLOB NOT NULL,
+        used INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (model, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)",
+)
+
+logger = logging.getLogger("shortlist.embeddings")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheUnavailable(Event):
+    """The persistent vector cache could not be opened or written; vectors are computed without it."""
+
+    name: ClassVar[str] = "embeddings.cache_unavailable"
+    area: ClassVar[str] = "embeddings"
+    level: int = logging.WARNING
+    path: str = ""
+    error: str = ""
+
+
+# -- where ---------------------------------------------------------------------------------
+
+_settings_lock = threading.Lock()
+_configured_dir: str | None = None  # set by configure_cache (a config's spec.cache.dir)
+_configured_max_mb: int | None = None
+
+
+def configure_cache(*, directory: str | os.PathLike[str] | None = None, max_mb: int | None = None) -> None:
+    """Set this process's cache directory (``"off"`` disables it) and bound (a config's ``spec.cache``).
+
+    They win over the environment; ``None`` keeps the current choice.
+
+    Raises:
+        ConfigError: ``max_mb`` below 1.
+    """
+    global _configured_dir, _configured_max_mb
+    if max_mb is not None and max_mb < 1:
+        raise ConfigError(f"cache max_mb must be >= 1, not {max_mb}")
+    with _settings_lock:
+        if directory is not None:
+            _configured_dir = os.fspath(directory)
+        if max_mb is not None:
+            _configured_max_mb = max_mb
+
+
+def cache_dir() -> Path | None:
+    """The cache directory in effect, or None when the cache is off."""
+    value = _configured_dir if _configured_dir is not None else os.environ.get(ENV_CACHE_DIR, "")
+    if value.strip().lower() in _OFF and value.strip():
+        return None
+    if value.strip():
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "shortlist"
+
+
+def cache_max_mb() -> int:
+    """The bound of the vector file in effect, in MB."""
+    if _configured_max_mb is not None:
+        return _configured_max_mb
+    raw = os.environ.get(ENV_CACHE_MAX_MB, "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{ENV_CACHE_MAX_MB}={raw!r}: expected a whole number of MB") from None
+    if value < 1:
+        raise ConfigError(f"{ENV_CACHE_MAX_MB}={raw!r}: expected at least 1")
+    return value
+
+
+_stores: dict[tuple[str, int], VectorStore | None] = {}
+_stores_lock = threading.Lock()
+
+
+def default_store() -> VectorStore | None:
+    """The process's store in the cache directory in effect (opened once per path), or None when off.
+
+    A directory that cannot be created or opened gives None and one ``embeddings.cache_unavailable`` event.
+    """
+    directory = cache_dir()
+    if directory is None:
+        return None
+    path = directory / VECTORS_FILE
+    key = (str(path), cache_max_mb())
+    with _stores_lock:
+        if key in _stores:
+            return _stores[key]
+        store: VectorStore | None
+        try:
+            store = VectorStore(path, max_mb=key[1])
+        except EmbeddingError as exc:
+            emit(CacheUnavailable(path=str(path), error=str(exc)))
+            store = None
+        _stores[key] = store
+        return store
+
+
+# -- the store ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What a vector file holds (``shortlist cache info``)."""
+
+    path: str
+    exists: bool
+    vectors: int
+    bytes: int
+    max_bytes: int
+    models: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "path": self.path,
+            "exists": self.exists,
+            "vectors": self.vectors,
+            "bytes": self.bytes,
+            "max_bytes": self.max_bytes,
+            "models": dict(self.models),
+        }
+
+
+def text_key(text: str) -> bytes:
+    """The content address of one text."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class VectorStore:
+    """One SQLite file of vectors keyed by ``(model identity, sha256(text))``, bounded by LRU eviction.
+
+    Safe for threads (one connection behind a lock) and for concurrent processes (WAL, busy
+    timeout, short write transactions).
+
+    Args:
+        path: the SQLite file (created with its folder when missing).
+        max_mb: evict the least recently used vectors above this size.
+
+    Raises:
+        EmbeddingError: the file cannot be created or opened.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, max_mb: int = DEFAULT_MAX_MB) -> None:
+        self.path = Path(path)
+        self.max_bytes = int(max_mb) * 1024 * 1024
+        self._lock = threading.Lock()
+        self._broken = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
+            self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()
+            if not mode or str(mode[0]).lower() != "wal":
+                logger.debug("vector cache %s: journal mode %s (WAL unavailable)", self.path, mode)
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            with self._db:
+                self._db.execute(_SCHEMA[0])
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
+                if "used" not in columns:  # a file of the earlier schema (vector_cache: PATH)
+                    self._db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+                self._db.execute(_SCHEMA[1])
+        except (sqlite3.Error, OSError) as exc:
+            raise EmbeddingError(f"vector cache {self.path}: {exc}") from exc
+
+    def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
+        """The stored vectors of ``keys`` (missing keys are absent); refreshes their last use now and then."""
+        found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
+        if self._broken or not keys:
+            return found
+        now = time.time_ns() // 1000
+        stale: list[bytes] = []
+        unique = list(dict.fromkeys(keys))
+        try:
+            with self._lock:
+                for start in range(0, len(unique), _CHUNK):
+                    chunk = unique[start : start + _CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows = self._db.execute(
+                        f"SELECT key, dim, vec, used FROM vectors WHERE model = ? AND key IN ({marks})",
+                        [model, *chunk],
+                    ).fetchall()
+                    for key, dim, blob, used in rows:
+                        found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
+                        if used < now - _TOUCH_AFTER_US:
+                            stale.append(key)
+                if stale:
+                    with self._db:
+                        self._db.executemany(
+                            "UPDATE vectors SET used = ? WHERE model = ? AND key = ?", [(now, model, k) for k in stale]
+                        )
+        except sqlite3.Error as exc:
+            self._fail(exc)
+        return found
+
+    def put(self, model: str, items: Sequence[tuple[bytes, np.ndarray[Any, Any]]]) -> None:
+        """Store vectors (one transaction), then evict the least recently used ones above the bound."""
+        if self._broken or not items:
+            return
+        now = time.time_ns() // 1000
+        try:
+            with self._lock:
+                with self._db:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO vectors (model, key, dim, vec, used) VALUES (?, ?, ?, ?, ?)",
+                        [(model, k, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in items],
+                    )
+                self._evict()
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _used_bytes(self) -> int:
+        page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+        free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * page_size)
+
+    def _evict(self) -> None:
+        used = self._used_bytes()
+        if used <= self.max_bytes:
+            return
+        count = self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        if not count:
+            return
+        target = int(self.max_bytes * 0.9)  # evict a tenth more than needed: not at every insert
+        drop = min(count, max(1, int(count * (used - target) / used) + 1))
+        with self._db:
+            self._db.execute(
+                "DELETE FROM vectors WHERE (model, key) IN (SELECT model, key FROM vectors ORDER BY used LIMIT ?)",
+                (drop,),
+            )
+        logger.debug("vector cache %s: evicted %d of %d vectors (%d bytes used)", self.path, drop, count, used)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._broken = True
+        emit(CacheUnavailable(path=str(self.path), error=str(exc)))
+
+    def info(self) -> CacheInfo:
+        """How many vectors of which models, and the bytes they use."""
+        with self._lock:
+            models = dict(self._db.execute("SELECT model, COUNT(*) FROM vectors GROUP BY model ORDER BY model"))
+            return CacheInfo(
+                path=str(self.path),
+                exists=True,
+                vectors=sum(models.values()),
+                bytes=self._used_bytes(),
+                max_bytes=self.max_bytes,
+                models=models,
+            )
+
+    def clear(self, model: str | None = None) -> int:
+        """Delete every vector (or one model's); return how many were deleted."""
+        with self._lock:
+            with self._db:
+                if model is None:
+                    deleted = self._db.execute("DELETE FROM vectors").rowcount
+                else:
+                    deleted = self._db.execute("DELETE FROM vectors WHERE model = ?", (model,)).rowcount
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+            return int(deleted)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+
+# -- the wrapper ----------------------------------------------------------------------------
+
+
+def model_identity(embedder: Embedder) -> str:
+    """The key of ``embedder``'s vectors: its ``model_identity`` when it has one, else its ``model_name``."""
+    identity = getattr(embedder, "model_identity", None)
+    return str(identity) if identity else embedder.model_name
 
 
 class CachingEmbedder(Embedder):
-    """Serves vectors from a SQLite cache and embeds only the misses with ``inner``.
+    """Serves vectors from a :class:`VectorStore` and embeds only the misses with ``inner``.
 
     Args:
         inner: the embedder that computes missing vectors.
-        path: the SQLite file (created with its folder when missing).
+        path: a :class:`VectorStore`, or the SQLite file of one (created with its folder).
         min_batch: batches smaller than this bypass the cache (a per-turn query is cheaper
             to embed, or to find in the inner embedder's own memory cache, than to look up
             on disk).
+        identity: the model identity the vectors are keyed by (default: the inner
+            embedder's ``model_identity``, else its ``model_name``).
     """
 
-    def __init__(self, inner: Embedder, path: str | os.PathLike[str], *, min_batch: int = 2) -> None:
+    def __init__(
+        self,
+        inner: Embedder,
+        path: str | os.PathLike[str] | VectorStore,
+        *,
+        min_batch: int = 2,
+        identity: str | None = None,
+    ) -> None:
         self.inner = inner
         self.model_name = inner.model_name
-        self.path = Path(path)
+        self.store = path if isinstance(path, VectorStore) else VectorStore(path)
+        self._owns_store = not isinstance(path, VectorStore)
+        self.path = self.store.path
         self.min_batch = min_batch
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
-            self._db.execute(_SCHEMA)
-            self._db.commit()
-        except sqlite3.Error as exc:
-            raise EmbeddingError(f"vector cache {self.path}: {exc}") from exc
+        self._identity = identity
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def _key(text: str) -> bytes:
-        return hashlib.sha256(text.encode("utf-8")).digest()
+    @property
+    def model_identity(self) -> str:
+        """The identity the vectors are keyed by."""
+        return self._identity or model_identity(self.inner)
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
         """Return cached vectors and embed (then store) the rest in one inner call."""
         if len(texts) < self.min_batch:
             return self.inner.embed_batch(texts)
-        keys = [self._key(t) for t in texts]
-        found: dict[bytes, np.ndarray] = {}
-        unique = list(dict.fromkeys(keys))
-        with self._lock:
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                rows = self._db.execute(
-                    f"SELECT key, dim, vec FROM vectors WHERE model = ? AND key IN ({','.join('?' * len(chunk))})",
-                    [self.model_name, *chunk],
-                ).fetchall()
-                for key, dim, blob in rows:
-                    found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
-        missing = [(k, t) for k, t in dict(zip(keys, texts, strict=True)).items() if k not in found]
-        self.hits += len(unique) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            vecs = np.asarray(self.inner.embed_batch([t for _, t in missing]), dtype=np.float32)
-            if vecs.ndim != 2 or vecs.shape[0] != len(missing):
-                raise EmbeddingError(f"{self.model_name}: expected {len(missing)} vectors, got shape {vecs.shape}")
-            with self._lock:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors (model, key, dim, vec) VALUES (?, ?, ?, ?)",
-                    [(self.model_name, k, vecs.shape[1], v.tobytes()) for (k, _), v in zip(missing, vecs, strict=True)],
-                )
-                self._db.commit()
-            for (k, _), v in zip(missing, vecs, strict=True):
-                found[k] = v
-        dims = {v.shape[0] for v in found.values()}
-        if len(dims) > 1:
-            raise EmbeddingError(f"vector cache {self.path}: mixed dimensions {sorted(dims)} for {self.model_name}")
-        return np.stack([found[k] for k in keys])
+        out, hits, misses = cached_embed(self.store, self.model_identity, texts, self.inner.embed_batch)
+        self.hits += hits
+        self.misses += misses
+        return out
 
     def close(self) -> None:
-        """Close the SQLite connection."""
-        with self._lock:
-            self._db.close()
+        """Close the store when this object opened it."""
+        if self._owns_store:
+            self.store.close()
+
+
+def cached_embed(
+    store: VectorStore,
+    identity: str,
+    texts: Sequence[str],
+    compute: Any,
+) -> tuple[Vectors, int, int]:
+    """Embed ``texts`` through ``store``: ``(vectors, hits, misses)``; ``compute(texts)`` embeds the misses.
+
+    Raises:
+        EmbeddingError: ``compute`` returned the wrong shape, or stored vectors disagree in dimension.
+    """
+    keys = [text_key(t) for t in texts]
+    found = store.get(identity, keys)
+    missing = [(k, t) for k, t in dict(zip(keys, texts, strict=True)).items() if k not in found]
+    hits = len(set(keys)) - len(missing)
+    if missing:
+        vecs = np.asarray(compute([t for _, t in missing]), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[0] != len(missing):
+            raise EmbeddingError(f"{identity}: expected {len(missing)} vectors, got shape {vecs.shape}")
+        store.put(identity, [(k, v) for (k, _), v in zip(missing, vecs, strict=True)])
+        for (k, _), v in zip(missing, vecs, strict=True):
+            found[k] = v
+    dims = {v.shape[0] for v in found.values()}
+    if len(dims) > 1:
+        raise EmbeddingError(f"vector cache {store.path}: mixed dimensions {sorted(dims)} for {identity}")
+    out: Vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+    return out, hits, len(missing)

