@@ -50,9 +50,21 @@ __all__ = [
 EXEC_TYPE = "exec"
 SANDBOX_MODES = ("direct", "docker_run", "docker_exec", "kubectl_exec")
 
-# Reference sections we accept and ignore (PromptKit RuntimeConfig has them; we do not use them).
+# Reference sections we accept and ignore: the keys of PromptKit's RuntimeConfigSpec
+# (pkg/config/runtime_config.go) that we do not use.
 _IGNORED_SPEC_KEYS = frozenset(
-    {"providers", "mcp_servers", "state_store", "logging", "tools", "evals", "hooks", "tts", "stt", "inference"}
+    {
+        "providers",
+        "tts_providers",
+        "stt_providers",
+        "inference_providers",
+        "mcp_servers",
+        "state_store",
+        "logging",
+        "tools",
+        "evals",
+        "hooks",
+    }
 )
 
 

@@ -76,7 +76,7 @@ def test_go_shaped_request_with_capitalised_keys_is_accepted() -> None:
         ],
     }
     query, cands, rid = decode_request(json.dumps(go))
-    assert query == Query("refund my order", kind="tool", k=2)
+    assert query == Query("refund my order", kind="tool", k=0)  # K = len(candidates), PromptKit's tool path: "choose"
     assert [c.id for c in cands] == ["refund", "weather"]
     assert dict(cands[0].metadata) == {}
     assert cands[0].description == "Refund an order"

@@ -140,7 +140,7 @@ def test_serve_worker_keeps_acknowledged_candidate_lists() -> None:
     unknown = {"id": 3, "candidates_ref": "nope", "query": {"text": "x"}}
     stdin = io.BytesIO(b"\n".join(json.dumps(d).encode() for d in (full, by_ref, unknown)) + b"\n")
     stdout = io.BytesIO()
-    serve_worker(FunctionSelector(lambda q, c: [x.id for x in c][: q.k]), stdin, stdout)
+    serve_worker(FunctionSelector(lambda q, c: [x.id for x in c][: q.k or None]), stdin, stdout)  # k=2 of 2: k=0
     first, second, third = (json.loads(line) for line in stdout.getvalue().splitlines())
     assert first == {"id": 1, "candidates_ref": "r1", "selected": ["a"], "reason": "", "scores": None}
     assert second["selected"] == ["a", "b"] and second["candidates_ref"] == "r1"

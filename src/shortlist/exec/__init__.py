@@ -5,6 +5,7 @@ from __future__ import annotations
 from shortlist.exec.client import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, ExecSelector
 from shortlist.exec.events import (
     ExecDescendantsKilled,
+    ExecForwardFailed,
     ExecKilled,
     ExecReasonTruncated,
     ExecRequestFailed,
@@ -48,6 +49,7 @@ __all__ = [
     "DockerRunSandbox",
     "DocumentTooDeep",
     "ExecDescendantsKilled",
+    "ExecForwardFailed",
     "ExecKilled",
     "ExecReasonTruncated",
     "ExecRequestFailed",

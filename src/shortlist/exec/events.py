@@ -10,6 +10,7 @@ from shortlist.events import Event
 
 __all__ = [
     "ExecDescendantsKilled",
+    "ExecForwardFailed",
     "ExecKilled",
     "ExecReasonTruncated",
     "ExecRequestFailed",
@@ -104,3 +105,19 @@ class ExecRequestFailed(Event):
     error: str = ""
     protocol: bool = False
     worker: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecForwardFailed(Event):
+    """A spawned ``exec-selector`` could not forward to its daemon or service; it answered in-process.
+
+    ``target`` is ``socket`` or ``http``; ``reason`` says why (refused, no socket, reset, a
+    daemon serving another config, an HTTP status…).
+    """
+
+    name: ClassVar[str] = "exec.forward_failed"
+    area: ClassVar[str] = "exec"
+    level: int = logging.WARNING
+    target: str = ""
+    address: str = ""
+    reason: str = ""

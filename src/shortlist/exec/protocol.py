@@ -32,7 +32,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
@@ -61,6 +61,7 @@ __all__ = [
     "request_schema",
     "response_answers",
     "response_schema",
+    "selector_k",
 ]
 
 #: The protocol version this module speaks.
@@ -367,8 +368,20 @@ def parse_request(raw: bytes | str | Mapping[str, Any]) -> DecodedRequest:
     return DecodedRequest(query, candidates, request.id, request.candidates_ref, has_candidates)
 
 
+def selector_k(query: Query, candidates: Sequence[Candidate]) -> Query:
+    """The query a receiver asks its selector: a ``k`` of 0 or of at least the candidates' count means 0.
+
+    PromptKit's tool path sends ``K = len(candidates)`` and its skill path ``K = 0``; both mean
+    "choose for me", so the selector's own cut (``top_k``, adaptive) applies. A smaller ``k``
+    is the caller's and stays authoritative.
+    """
+    if query.k and query.k < len(candidates):
+        return query
+    return query if query.k == 0 else replace(query, k=0)
+
+
 def decode_request(raw: bytes | str | Mapping[str, Any]) -> tuple[Query, list[Candidate], int | str | None]:
-    """Parse a request (see :func:`parse_request`).
+    """Parse a request (see :func:`parse_request`), its ``k`` read as a receiver does (:func:`selector_k`).
 
     Returns:
         ``(query, candidates, request_id)``.
@@ -377,7 +390,7 @@ def decode_request(raw: bytes | str | Mapping[str, Any]) -> tuple[Query, list[Ca
         ValueError: not a JSON object, a wrong version, or a field of the wrong type.
     """
     req = parse_request(raw)
-    return req.query, req.candidates, req.id
+    return selector_k(req.query, req.candidates), req.candidates, req.id
 
 
 def decode_response(raw: bytes | str, *, selector: str = "") -> tuple[Selection, WireResponse]:

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from shortlist.events import emit
 from shortlist.exec.events import ExecRequestFailed
-from shortlist.exec.protocol import encode_response, parse_request, request_id_of
+from shortlist.exec.protocol import encode_response, parse_request, request_id_of, selector_k
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate
 
@@ -97,7 +97,7 @@ def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = No
             candidates = found
         kept = req.candidates_ref
     with contextlib.redirect_stdout(sys.stderr):
-        selection = selector.select(req.query, candidates)
+        selection = selector.select(selector_k(req.query, candidates), candidates)
     return encode_response(selection, request_id=req.id, candidates_ref=kept), req.id
 
 
@@ -150,13 +150,17 @@ def serve_worker(selector: Selector, stdin: IO[bytes], stdout: IO[bytes]) -> int
     return 0
 
 
-def run_exec_selector(*, selector: str | None = None, config: str | None = None, worker: bool = False) -> int:
+def run_exec_selector(
+    *, selector: str | None = None, config: str | None = None, worker: bool = False, stdin: IO[bytes] | None = None
+) -> int:
     """Serve the named selector on this process's stdin/stdout (what ``shortlist exec-selector`` runs).
 
     Args:
         selector: the selector's name (default: :data:`~shortlist.selection.registry.DEFAULT_SELECTOR`).
         config: a ``runtime.yaml`` declaring selectors (optional).
         worker: serve newline-delimited requests until EOF instead of one request.
+        stdin: read the request(s) from here instead of this process's stdin (a forwarding
+            client that already read it).
 
     Returns:
         The process exit code.
@@ -171,8 +175,9 @@ def run_exec_selector(*, selector: str | None = None, config: str | None = None,
     registry = SelectorRegistry(runtime, source=config)
     try:
         chosen = registry.get(selector or DEFAULT_SELECTOR)
+        source = sys.stdin.buffer if stdin is None else stdin
         if worker:
-            return serve_worker(chosen, sys.stdin.buffer, sys.stdout.buffer)
-        return serve_once(chosen, sys.stdin.buffer, sys.stdout.buffer, sys.stderr.buffer)
+            return serve_worker(chosen, source, sys.stdout.buffer)
+        return serve_once(chosen, source, sys.stdout.buffer, sys.stderr.buffer)
     finally:
         registry.close()
