@@ -70,7 +70,8 @@ def test_options_reach_the_selector_and_abstention_shows() -> None:
 def test_table_and_compare() -> None:
     out = cli("--dataset", str(TINY), "--compare", "bm25,overlap", "--no-progress")
     assert out.returncode == 0, out.stderr
-    assert "recall@5" in out.stdout and "overlap" in out.stdout and "bm25" in out.stdout
+    assert "R@5" in out.stdout and "overlap" in out.stdout and "bm25" in out.stdout
+    assert max(len(line) for line in out.stdout.splitlines()) <= 100
     out = cli("--dataset", str(TINY), "--compare", "bm25,overlap", "--json", "--no-progress")
     assert set(json.loads(out.stdout)["compare"]) == {"bm25", "overlap"}
 

@@ -62,7 +62,8 @@ def test_text_table_and_cheaper_prices() -> None:
     cost = json.loads(base.stdout)["strategies"]["all"]["cost"]["0"]
     assert json.loads(cheap.stdout)["strategies"]["all"]["cost"]["0"] < cost
     table = cli("--dataset", str(CONV), "--selector", "bm25", "--no-progress")
-    assert table.returncode == 0 and "deferred" in table.stdout and "x all @20000" in table.stdout
+    assert table.returncode == 0 and "deferred" in table.stdout and "cost @20,000" in table.stdout
+    assert "(1.00x)" in table.stdout and max(len(line) for line in table.stdout.splitlines()) <= 100
 
 
 def test_bad_flags_are_one_line_errors() -> None:

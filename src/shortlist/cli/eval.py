@@ -1,12 +1,19 @@
-"""``shortlist eval``: measure selectors on a dataset; ``shortlist eval prepare``: convert public sets."""
+"""``shortlist eval``: measure selectors on a dataset; ``shortlist eval prepare``: convert public sets.
+
+Output: a table that fits 100 columns (or ``--json``), the misses (``--misses N``), and an HTML
+report (``--report FILE.html``, :mod:`shortlist.eval.report`). Progress is one line on stderr
+that moves from the start (model load and index build included), drawn only on a terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from shortlist.cli._output import write_json, write_text
 
@@ -39,6 +46,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument("--curve", action="store_true", help="add the abstention trade-off curve (min_score sweep)")
+    p.add_argument(
+        "--match",
+        choices=["id", "name"],
+        default="id",
+        help="name: also score with ids that share a name counted as one gold (key by_name)",
+    )
     conv = p.add_argument_group(
         "conversation datasets (DIR/conversations.jsonl): replay every conversation under each strategy"
     )
@@ -56,7 +69,22 @@ def register(sub: Any) -> None:
     conv.add_argument("--system-tokens", type=int, default=400, help="system prompt size (400)")
     conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--misses",
+        type=int,
+        default=0,
+        metavar="N",
+        help="list the first N queries each selector got wrong (worst first; in --json under 'misses')",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write a self-contained HTML report (metrics, per-split bars, --curve, conversation "
+        "figures, the misses in a filterable table); works offline",
+    )
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress line on stderr (it is off anyway when not a terminal)"
+    )
     p.set_defaults(func=_run)
 
     actions = p.add_subparsers(dest="eval_action", metavar="[prepare]", title="dataset preparation")
@@ -81,6 +109,99 @@ def register(sub: Any) -> None:
 def _log(line: str) -> None:
     sys.stderr.write(f"shortlist: {line}\n")
     sys.stderr.flush()
+
+
+class _Progress:
+    """One status line on stderr, redrawn a few times a second while work runs.
+
+    It shows the phase (loading the model, building the index: the library's
+    :mod:`shortlist.progress` reports fill it in when they come), then the queries done of
+    the total with their rate. Nothing is drawn when disabled; the line is cleared on close.
+    """
+
+    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self._lock = threading.Lock()
+        self._phase = ""
+        self._phase_start = time.monotonic()
+        self._task = ""
+        self._count: tuple[int, int] | None = None
+        self._count_start = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._width = 0
+        self._out = threading.Lock()
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self._thread = threading.Thread(target=self._tick, name="shortlist-eval-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            with self._out:
+                self._write("")
+
+    def phase(self, text: str) -> None:
+        with self._lock:
+            self._phase, self._phase_start, self._count, self._task = text, time.monotonic(), None, ""
+        self._draw()
+
+    def listener(self, task: str, done: int, total: int | None) -> None:
+        """A :mod:`shortlist.progress` listener: the library's own tasks (model load, embedding)."""
+        with self._lock:
+            ended = done < 0 or (total is not None and done >= total)
+            self._task = "" if ended else (f"{task} {done:,}/{total:,}" if total else task)
+
+    def count(self, done: int, total: int) -> None:
+        with self._lock:
+            if self._count is None:
+                self._count_start = time.monotonic()
+            self._count = (done, total)
+        if done >= total:  # the last state is shown, whatever the tick
+            self._draw()
+
+    def _line(self) -> str:
+        with self._lock:
+            now = time.monotonic()
+            if self._count is None:
+                extra = f": {self._task}" if self._task else ""
+                return f"{self._phase}{extra} … {now - self._phase_start:.1f} s"
+            done, total = self._count
+            rate = done / max(now - self._count_start, 1e-6)
+            eta = f", {(total - done) / rate:.0f} s left" if 0 < done < total and rate > 0 else ""
+            return f"{self._phase}: {done:,}/{total:,} queries ({rate:,.0f}/s{eta})"
+
+    def _write(self, line: str) -> None:
+        line = line[:99]
+        pad = " " * max(0, self._width - len(line))
+        self.stream.write(f"\r{line}{pad}\r" if not line else f"\r{line}{pad}")
+        self.stream.flush()
+        self._width = len(line)
+
+    def _draw(self) -> None:
+        if self.enabled and self._thread is not None:
+            with self._out:
+                self._write(self._line())
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):
+            self._draw()
+
+
+def _progress_listening(progress: _Progress) -> Any:
+    """Listen to the library's progress reports while the block runs, when the module exists."""
+    import contextlib
+
+    try:
+        from shortlist import progress as lib_progress
+    except ImportError:  # pragma: no cover - older trees
+        return contextlib.nullcontext()
+    return lib_progress.listen(progress.listener) if progress.enabled else contextlib.nullcontext()
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -119,6 +240,10 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--k must be positive")
     if args.limit is not None and args.limit <= 0:
         raise ConfigError("--limit must be positive")
+    if args.misses < 0:
+        raise ConfigError("--misses must be >= 0")
+    if args.report and Path(args.report).is_dir():
+        raise ConfigError(f"--report {args.report} is a directory; give a file name such as report.html")
     if args.compare and args.selector:
         raise ConfigError("use either --selector or --compare")
     names = [n.strip() for n in args.compare.split(",") if n.strip()] if args.compare else []
@@ -132,38 +257,99 @@ def _run(args: argparse.Namespace) -> int:
             f"shortlist eval prepare --dataset {args.dataset} --out .cache/eval/{args.dataset}"
         )
     from shortlist.eval.conversations import is_conversation_dataset
+    from shortlist.eval.report import find_misses
 
+    progress = _Progress(not args.no_progress and sys.stderr.isatty())
     if is_conversation_dataset(args.dataset):
-        return _run_conversations(args, names, options)
+        return _run_conversations(args, names, options, progress)
     dataset = load_dataset(args.dataset)
     train = load_queries(args.train) if args.train else None
     if train is not None and {q.text for q in train} & {q.text for q in dataset.queries}:
         raise CatalogError(f"{args.train}: shares query texts with {args.dataset}/queries.jsonl (not disjoint)")
+    total = min(len(dataset.queries), args.limit or len(dataset.queries))
     reports: dict[str, dict[str, Any]] = {}
-    for name in names:
-        selector = create_builtin_selector(name, **options)
-        try:
-            outcomes: list[Any] = []
-            report = run_eval(
-                selector,
-                dataset,
-                k=args.k,
-                train=train,
-                limit=args.limit,
-                progress=not args.no_progress,
-                on_query=outcomes.append,
-                confidence=args.curve,
-            )
-            if args.curve:
-                report["abstention_curve"] = abstention_curve(outcomes)
-        finally:
-            selector.close()
-        reports[name] = report
+    misses: dict[str, list[Any]] = {}
+    with progress, _progress_listening(progress):
+        for name in names:
+            progress.phase(f"eval {name}: loading the selector and indexing {len(dataset.tools):,} tools")
+            selector = create_builtin_selector(name, **options)
+            try:
+                outcomes: list[Any] = []
+
+                def on_query(outcome: Any, outcomes: list[Any] = outcomes, name: str = name) -> None:
+                    if not outcomes:
+                        progress.phase(f"eval {name}")
+                    outcomes.append(outcome)
+                    progress.count(len(outcomes), total)
+
+                report = run_eval(
+                    selector,
+                    dataset,
+                    k=args.k,
+                    train=train,
+                    limit=args.limit,
+                    progress=False,
+                    on_query=on_query,
+                    confidence=args.curve,
+                    match=args.match,
+                )
+                if args.curve:
+                    report["abstention_curve"] = abstention_curve(outcomes)
+            finally:
+                selector.close()
+            reports[name] = report
+            misses[name] = find_misses(name, outcomes, dataset.queries, k=args.k)
+    if args.report:
+        _write_report(args, reports=reports, misses=[m for ms in misses.values() for m in ms])
     if args.json:
-        write_json(reports[names[0]] if len(names) == 1 else {"compare": reports})
+        out: dict[str, Any] = reports[names[0]] if len(names) == 1 else {"compare": reports}
+        if args.misses:
+            out["misses"] = [m.to_json() for ms in misses.values() for m in ms[: args.misses]]
+        write_json(out)
     else:
-        write_text(_table(reports, args))
+        text = _table(reports, args)
+        if args.misses:
+            text += "\n" + _misses_text(misses, args.misses, args.k)
+        write_text(text)
     return 0
+
+
+def _write_report(
+    args: argparse.Namespace,
+    *,
+    reports: dict[str, dict[str, Any]] | None = None,
+    misses: list[Any] | None = None,
+    conversation: dict[str, Any] | None = None,
+) -> None:
+    import os
+    import shlex
+    from datetime import UTC, datetime
+
+    from shortlist import __version__
+    from shortlist.errors import ConfigError
+    from shortlist.eval.report import render_html
+
+    name = Path(args.dataset.rstrip("/")).name or args.dataset
+    page = render_html(
+        title=f"shortlist eval: {name}",
+        reports=reports,
+        misses=misses or [],
+        conversation=conversation,
+        k=args.k,
+        meta=[
+            "shortlist eval " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["eval"] else "",
+            f"shortlist {__version__}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        ],
+    )
+    target = Path(args.report)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write --report {target}: {exc.strerror or exc}") from None
+    _log(f"report written to {target}")
 
 
 def _int_list(raw: str, flag: str) -> list[int]:
@@ -178,7 +364,7 @@ def _int_list(raw: str, flag: str) -> list[int]:
     return out
 
 
-def _run_conversations(args: argparse.Namespace, names: list[str], options: dict[str, Any]) -> int:
+def _run_conversations(args: argparse.Namespace, names: list[str], options: dict[str, Any], progress: _Progress) -> int:
     from shortlist.errors import ConfigError
     from shortlist.eval.conversations import CostModel, run_conversation_eval
     from shortlist.eval.datasets import load_tools
@@ -189,13 +375,16 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
 
     if len(names) > 1:
         raise ConfigError("--compare is for tool-retrieval datasets; a conversation dataset takes one --selector")
-    if args.train or args.curve:
-        raise ConfigError("--train and --curve are for tool-retrieval datasets (queries.jsonl)")
+    if args.train or args.curve or args.misses:
+        raise ConfigError("--train, --curve and --misses are for tool-retrieval datasets (queries.jsonl)")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
     model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
     selector = create_builtin_selector(names[0], **options)
     shortlist = Shortlist(load_tools(Path(args.dataset) / "tools.jsonl"), selector=selector)
+    with progress, _progress_listening(progress):  # the model load and the index, before the replay's bars
+        progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")
+        shortlist.select("warm up the index")
 
     def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
         prefetch = args.prefetch if policy == "deferred" else 0
@@ -214,10 +403,12 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
             default=DEFAULT_POLICY,
             limit=args.limit,
             learn=not args.no_learn,
-            progress=not args.no_progress,
+            progress=progress.enabled,
         )
     finally:
         selector.close()
+    if args.report:
+        _write_report(args, conversation=report)
     if args.json:
         write_json(report)
     else:
@@ -226,23 +417,30 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
 
 
 def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
+    """The conversation-replay table (tokens and costs as whole numbers; at most 100 columns for two histories)."""
     all_cost = report["strategies"].get("all", {}).get("cost", {})
     lines = [
-        f"{report['conversations']} conversations, {report['turns']} turns, whole catalog "
-        f"{report['catalog_tokens']} tokens ({report['counter']}); default strategy: {report['default']}",
+        f"{report['conversations']:,} conversations, {report['turns']:,} turns, whole catalog "
+        f"{report['catalog_tokens']:,} tokens ({report['counter']}); default strategy: {report['default']}",
     ]
-    header = ["strategy", "recall", "complete", "tools", "tool tokens", "block changes", "calls/turn"]
-    header += [f"cost @{h}" for h in histories] + [f"x all @{h}" for h in histories if all_cost]
+    header = ["strategy", "recall", "complete", "tools", "tool tokens", "changes", "calls/turn"]
+    header += [f"cost @{h:,}" for h in histories]
     rows = [header]
     for name, m in report["strategies"].items():
-        row = [name, _fmt(m["turn_recall"]), _fmt(m["complete_turns"]), _fmt(m["tools_per_turn"])]
-        row += [_fmt(m["tool_tokens_per_turn"]), _fmt(m["tool_block_changes"]), _fmt(m["model_calls_per_turn"])]
-        row += [f"{m['cost'][str(h)]:.0f}" for h in histories]
-        if all_cost:
-            row += [_fmt(m["cost"][str(h)] / all_cost[str(h)]) for h in histories]
+        row = [name, _fmt(m["turn_recall"]), _fmt(m["complete_turns"]), f"{m['tools_per_turn']:.1f}"]
+        row += [f"{round(m['tool_tokens_per_turn']):,}", f"{m['tool_block_changes']:.2f}"]
+        row += [f"{m['model_calls_per_turn']:.2f}"]
+        for h in histories:
+            cost = m["cost"][str(h)]
+            ratio = f" ({cost / all_cost[str(h)]:.2f}x)" if all_cost.get(str(h)) else ""
+            row.append(f"{cost:,.0f}{ratio}")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += [
+        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in rows
+    ]
+    lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
     return "\n".join(lines)
 
 
@@ -252,51 +450,97 @@ def _fmt(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: (report key, column header) of the tool-retrieval table, in order.
+_COLUMNS = (
+    ("recall@1", "R@1"),
+    ("recall@5", "R@5"),
+    ("recall@10", "R@10"),
+    ("ndcg@10", "nDCG"),
+    ("mrr@10", "MRR"),
+    ("abstention", "abst"),
+    ("recall@5_abstaining", "R@5ab"),
+)
+_LEGEND = (
+    "R@n: Recall@n; nDCG, MRR: @10; abst: no-tool queries surfacing only pins; R@5ab: Recall@5 with\n"
+    "abstention on; ms: selector latency; tokens: mean tool-definition tokens selected; saved: vs the\n"
+    "whole catalog"
+)
+
+
 def _table(reports: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
+    """The tool-retrieval table, at most 100 columns wide (see _LEGEND for the headers)."""
     first = next(iter(reports.values()))
-    cols = ["split", "queries", *_METRICS, "p50 ms", "p99 ms", "tokens sel", "reduction"]
     lines = [
-        f"dataset {first['dataset']}: {first['queries']} queries ({first['queries_no_tool']} with no tool), "
-        f"k={args.k}"
-        + (f", {first['train_examples']} train examples from {args.train}" if args.train else "")
-        + f"; tokens counted with {first['tokens']['counter']}, whole catalog {first['tokens']['all']}",
+        f"dataset {first['dataset']}: {first['queries']:,} queries ({first['queries_no_tool']:,} with no tool), "
+        f"k={args.k}" + (f", {first['train_examples']:,} train examples" if args.train else ""),
+        f"tokens: {first['tokens']['counter']}, whole catalog {first['tokens']['all']:,}",
     ]
+    header = ["selector", "queries", *(h for _, h in _COLUMNS), "p50 ms", "p99 ms", "tokens", "saved", "build s"]
     rows: list[list[str]] = []
     for name, rep in reports.items():
-        lines_for = (
-            [("all", rep)] + [(s, m) for s, m in rep["splits"].items()] if len(rep["splits"]) > 1 else [("all", rep)]
-        )
-        for split, m in lines_for:
+        splits = [("all", rep)] + (list(rep["splits"].items()) if len(rep["splits"]) > 1 else [])
+        for split, m in splits:
+            saved = m["tokens"]["reduction"]
             rows.append(
                 [
-                    name if split == "all" else f"  {split}",
-                    str(m["queries"]),
-                    *(_fmt(m[c]) for c in _METRICS),
-                    _fmt(m["latency_ms"]["p50"]),
-                    _fmt(m["latency_ms"]["p99"]),
-                    _fmt(m["tokens"]["selected_mean"]),
-                    _fmt(m["tokens"]["reduction"]),
+                    _cut(name, 14) if split == "all" else "  " + _cut(split, 12),
+                    f"{m['queries']:,}",
+                    *(_fmt(m[key]) for key, _ in _COLUMNS),
+                    _ms(m["latency_ms"]["p50"]),
+                    _ms(m["latency_ms"]["p99"]),
+                    "-" if m["tokens"]["selected_mean"] is None else f"{round(m['tokens']['selected_mean']):,}",
+                    "-" if saved is None else f"{saved:.0%}",
+                    f"{rep['build_s']:.2f}" if split == "all" else "",
                 ]
             )
-        rows.append([f"  (build {rep['build_s']:.3f} s)"] + [""] * (len(cols) - 1))
-        for point in rep.get("abstention_curve", []):
-            rows.append(
-                [
-                    f"  min_score {point['min_score']:.3f}",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    _fmt(point["abstention"]),
-                    _fmt(point["recall@5_abstaining"]),
-                ]
-                + [""] * 4
-            )
-    header = ["selector", *cols[1:]]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for r in rows:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    right = set(range(1, len(header)))
+
+    def line(cells: list[str]) -> str:
+        return " ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    lines += [line(header), *(line(r) for r in rows), _LEGEND]
+    for name, rep in reports.items():
+        curve = rep.get("abstention_curve")
+        if curve is None:
+            continue
+        lines.append(f"abstention trade-off of {name} (min_score: abstention, R@5ab):")
+        if not curve:
+            lines.append("  (no scores, or no no-tool queries)")
+        points: list[str] = []
+        last: tuple[float, float] | None = None
+        for p in curve:
+            key = (p["abstention"], p["recall@5_abstaining"])
+            if key != last:
+                points.append(f"{p['min_score']:.3f}: {p['abstention']:.2f}, {p['recall@5_abstaining']:.2f}")
+            last = key
+        for i in range(0, len(points), 4):
+            lines.append("  " + "   ".join(points[i : i + 4]))
+    return "\n".join(lines)
+
+
+def _misses_text(misses: dict[str, list[Any]], limit: int, k: int) -> str:
+    """The first ``limit`` misses of each selector, one per line (at most 100 columns)."""
+    lines: list[str] = []
+    for name, ms in misses.items():
+        lines.append(f"misses of {name}: {len(ms):,} (gold not all in the top {k}, or a no-tool query not abstained)")
+        for m in ms[:limit]:
+            rank = "-" if m.gold_rank is None else str(m.gold_rank)
+            lines.append(f"  [{m.kind}] {m.qid}: {_cut(m.query, 80)}")
+            lines.append(_cut(f"    gold {', '.join(m.gold) or '(none)'} (rank {rank})", 99))
+            lines.append(_cut(f"    ranked {', '.join(m.ranked[:k])}", 99))
+        if len(ms) > limit:
+            lines.append(f"  … {len(ms) - limit:,} more")
     return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""The misses, the compact table, the progress line and the HTML report of ``shortlist eval``.
+
+In-process (``shortlist.cli.main``), on the tiny datasets of tests/data; the browser checks of
+the page are in test_report_browser.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from shortlist.cli import main
+from shortlist.cli.eval import _Progress
+from shortlist.eval.datasets import EvalQuery
+from shortlist.eval.report import CSP, Miss, bar_chart, find_misses, render_html
+from shortlist.eval.runner import QueryOutcome
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TINY = DATA / "eval_tiny"
+CONV = DATA / "conv_tiny"
+
+
+def _outcome(qid: str, gold: tuple[str, ...], ranked: tuple[str, ...], only_pins: bool = False) -> QueryOutcome:
+    return QueryOutcome(qid, "s", gold, ranked, None, None, ranked[:2], only_pins, 1.0, 10)
+
+
+def test_find_misses_kinds_order_and_gold_rank() -> None:
+    queries = [EvalQuery(q, f"text {q}", (), "s") for q in ("q1", "q2", "q3", "q4", "q5")]
+    outcomes = [
+        _outcome("q1", ("a",), ("a", "b")),  # hit
+        _outcome("q2", ("a", "z"), ("a", "b", "z")),  # partial at k=2: z is third
+        _outcome("q3", (), ("a", "b")),  # no-tool query, something surfaced
+        _outcome("q4", ("z",), ("a", "b", "c", "z")),  # missed, gold at rank 4
+        _outcome("q5", (), ("a",), only_pins=True),  # abstained correctly
+    ]
+    misses = find_misses("bm25", outcomes, queries, k=2)
+    assert [(m.qid, m.kind, m.gold_rank) for m in misses] == [
+        ("q4", "missed", 4),
+        ("q2", "partial", 1),
+        ("q3", "no-tool", None),
+    ]
+    assert misses[0].query == "text q4" and misses[0].to_json()["ranked"] == ["a", "b", "c", "z"]
+
+
+def test_table_fits_100_columns_with_integer_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["eval", "--dataset", str(TINY), "--compare", "bm25,overlap", "--curve", "--misses", "5"])
+    out = capsys.readouterr()
+    assert code == 0
+    lines = out.out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    header = next(line for line in lines if line.startswith("selector"))
+    assert header.split() == [
+        "selector", "queries", "R@1", "R@5", "R@10", "nDCG", "MRR", "abst", "R@5ab", "p50", "ms", "p99", "ms",
+        "tokens", "saved", "build", "s",
+    ]  # fmt: skip
+    bm25 = next(line for line in lines if line.startswith("bm25"))
+    tokens = bm25.split()[-3]
+    assert re.fullmatch(r"[\d,]+", tokens), bm25  # an integer, not 129.000
+    assert "misses of bm25: 2" in out.out and "[missed] q4: say hello in french" in out.out
+    assert out.err == ""  # not a terminal: no progress line
+
+
+def test_misses_in_json_are_capped_per_selector(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--dataset", str(TINY), "--selector", "bm25", "--json", "--misses", "1"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["misses"] == [
+        {
+            "selector": "bm25",
+            "qid": "q4",
+            "split": "b",
+            "query": "say hello in french",
+            "gold": ["translate_text"],
+            "ranked": rep["misses"][0]["ranked"],
+            "kind": "missed",
+            "gold_rank": 6,
+        }
+    ]
+
+
+def test_bad_flags_are_one_line_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["eval", "--dataset", str(TINY), "--misses", "-1"]) == 2
+    assert capsys.readouterr().err == "shortlist: error: --misses must be >= 0\n"
+    assert main(["eval", "--dataset", str(TINY), "--report", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["eval", "--dataset", str(CONV), "--misses", "3"]) == 2
+    assert "--misses are for tool-retrieval datasets" in capsys.readouterr().err
+    assert main(["eval", "--dataset", str(TINY), "--report", str(tmp_path / "no" / "dir" / "r.html")]) == 2
+    assert "cannot write --report" in capsys.readouterr().err
+
+
+def test_report_file_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "r.html"
+    assert main(["eval", "--dataset", str(TINY), "--compare", "bm25,overlap", "--curve", "--report", str(target)]) == 0
+    assert f"report written to {target}" in capsys.readouterr().err
+    page = target.read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>") and CSP in page
+    assert not re.search(r"""(src|href)\s*=|@import|url\(|https?://(?!www\.w3)""", page)  # nothing to fetch
+    assert page.count('<svg class="chart"') == 3  # nDCG and Recall@5 per split, the curve
+    assert 'id="abstention-curve"' in page and page.count('class="miss"') == 4
+    assert list(tmp_path.iterdir()) == [target]  # written atomically, no temp file left
+
+
+def test_conversation_report_has_its_charts(tmp_path: Path) -> None:
+    target = tmp_path / "c.html"
+    assert main(["eval", "--dataset", str(CONV), "--selector", "bm25", "--report", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    for chart in ("conversation-cost", "conversation-recall", "conversation-tokens"):
+        assert f'id="{chart}"' in page
+    assert 'id="misses"' not in page and "(1.00×)" in page
+
+
+def test_texts_are_escaped() -> None:
+    miss = Miss("bm25", "q1", "s", "<script>alert(1)</script>", ("<b>",), ("x&y",), "missed", None)
+    report = {
+        "queries": 1,
+        "queries_no_tool": 0,
+        "tokens": {"counter": "c", "all": 10, "selected_mean": 5.0, "reduction": 0.5},
+        "latency_ms": {"p50": 1.0, "p99": 2.0},
+        "build_s": 0.1,
+        "splits": {"s": {}},
+    }
+    page = render_html(title="t <i>", reports={"bm25": report}, misses=[miss])
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "x&amp;y" in page and "t &lt;i&gt;" in page
+
+
+def test_bar_chart_skips_missing_values_and_keeps_a_scale() -> None:
+    svg = bar_chart("c", "t", ["g1", "g2"], ["s"], {("g1", "s"): 2.0, ("g2", "s"): None})
+    assert svg.count('class="bar"') == 1 and 'data-value="2.0"' in svg
+    assert bar_chart("z", "t", ["g"], ["s"], {("g", "s"): 0.0}).count('class="bar"') == 1
+
+
+def test_progress_moves_during_work_and_clears_its_line() -> None:
+    stream = io.StringIO()
+    with _Progress(True, stream) as progress:
+        progress.phase("eval bm25: loading")
+        progress.listener("embedding", 5, 10)
+        progress._draw()
+        drawn = stream.getvalue()
+        progress.count(3, 10)
+        progress._draw()
+    out = stream.getvalue()
+    assert "eval bm25: loading: embedding 5/10 …" in drawn
+    assert "eval bm25: loading: 3/10 queries" in out
+    assert out.endswith("\r") and "\n" not in out  # one line, redrawn, cleared at the end
+    quiet = io.StringIO()
+    with _Progress(False, quiet) as progress:
+        progress.phase("nothing")
+        progress.count(1, 2)
+    assert quiet.getvalue() == ""
