@@ -34,6 +34,7 @@ from shortlist.errors import ConfigError
 __all__ = [
     "EXEC_TYPE",
     "BreakerConfig",
+    "CacheConfig",
     "CredentialConfig",
     "EmbeddingProviderConfig",
     "RuntimeConfig",
@@ -248,6 +249,17 @@ class SelectionConfig(_Strict):
     always_include: list[str] = Field(default_factory=list)
     timeout_ms: int | None = None
     k: int = 0
+    #: a feedback log (SQLite file, relative to this file) whose queries become usage examples
+    examples: str | None = None
+
+
+class CacheConfig(_Strict):
+    """``spec.cache`` (shortlist's own): the persistent embedding cache (``docs/caching.md``)."""
+
+    #: the cache folder, or ``off`` (default: $SHORTLIST_CACHE_DIR, else the user's cache directory)
+    dir: str | None = None
+    #: the bound of the vector file in MB (default: $SHORTLIST_CACHE_MAX_MB, else 512)
+    max_mb: int | None = Field(default=None, ge=1)
 
 
 class RuntimeSpec(BaseModel):
@@ -261,6 +273,7 @@ class RuntimeSpec(BaseModel):
     skills: SkillsConfig | None = None
     tool_selector: str | None = None
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    cache: CacheConfig | None = None
 
     @model_validator(mode="after")
     def _known_sections(self) -> RuntimeSpec:

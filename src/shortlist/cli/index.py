@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from shortlist.cli._output import fail, write_json, write_text
+from shortlist.cli._progress import add_progress_flag, progress_line
 from shortlist.errors import ConfigError
 
 __all__ = ["register"]
@@ -40,8 +40,9 @@ def register(sub: Any) -> None:
     b.add_argument("--chunk-words", type=int, default=200, help="words per chunk for a new index")
     b.add_argument("--chunk-overlap", type=int, default=40, help="words shared by consecutive chunks")
     b.add_argument("--keep-missing", action="store_true", help="do not delete documents absent from --docs")
-    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--quiet", action="store_true", help="no progress line (same as --no-progress)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_progress_flag(b)
     b.set_defaults(func=run_build)
 
     q = isub.add_parser("query", help="print the documents relevant to QUERY (nothing when none is)")
@@ -50,6 +51,7 @@ def register(sub: Any) -> None:
     q.add_argument("--k", type=int, default=5, help="most results (default 5)")
     q.add_argument("--scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid")
     q.add_argument("--json", action="store_true", help='print {"results": [{"id","title","score","text"}]}')
+    add_progress_flag(q)
     q.set_defaults(func=run_query)
 
     v = isub.add_parser(
@@ -79,8 +81,6 @@ def _open(path: Path, *, backend: str | None, embedder_name: str | None, args: a
 
 def run_build(args: argparse.Namespace) -> int:
     """Run ``shortlist index build``."""
-    from tqdm import tqdm
-
     from shortlist.retrieval.loader import load_documents
 
     docs = load_documents(args.docs)
@@ -88,11 +88,16 @@ def run_build(args: argparse.Namespace) -> int:
     path.mkdir(parents=True, exist_ok=True)
     index = _open(path, backend=args.backend, embedder_name=args.embedder, args=args)
     try:
-        with tqdm(total=len(docs), unit="doc", desc="indexing", file=sys.stderr, disable=args.quiet) as bar:
-            if args.keep_missing:
-                report = index.upsert(docs, progress=bar.update)
-            else:
-                report = index.sync(docs, progress=bar.update)
+        with progress_line(args) as tick:  # documents done, and the embedding's batches as they run
+            done = 0
+
+            def step(n: int) -> None:
+                nonlocal done
+                done += n
+                tick("indexing documents", done, len(docs))
+
+            tick("indexing documents", 0, len(docs))
+            report = index.upsert(docs, progress=step) if args.keep_missing else index.sync(docs, progress=step)
         total = index.count()
     finally:
         index.close()
@@ -123,7 +128,8 @@ def run_query(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: no such index folder")
     index = _open(path, backend=None, embedder_name=None, args=None)
     try:
-        found = CorpusRetriever(backend=index, k=args.k, scoring=args.scoring).retrieve(args.query)
+        with progress_line(args):  # loading the model, on a cold start
+            found = CorpusRetriever(backend=index, k=args.k, scoring=args.scoring).retrieve(args.query)
     finally:
         index.close()
     results = [

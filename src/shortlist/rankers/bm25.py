@@ -29,7 +29,7 @@ import numpy as np
 
 from shortlist.rankers._text import candidate_fields, content_key, joined, tool_analyser
 from shortlist.rankers.base import Abstention, Ranker, Scores
-from shortlist.types import Candidate, Query
+from shortlist.types import Candidate, Query, Selection
 
 __all__ = ["Bm25Ranker", "ExamplesMode"]
 
@@ -209,6 +209,21 @@ class Bm25Ranker(Ranker):
             self._terms.clear()
 
     # -- scoring --------------------------------------------------------------------------
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        """The top ``k`` by BM25, never padded with candidates that share no term with the query.
+
+        When none shares a term, the ranker abstains (nothing fits: ``on_abstain`` decides).
+        """
+        selection = super().select(query, candidates)
+        if selection.abstained or selection.scores is None:
+            return selection
+        keep = [(i, s) for i, s in zip(selection.selected, selection.scores, strict=True) if s > 0]
+        if len(keep) == len(selection.selected):
+            return selection
+        if not keep:
+            return Selection(reason="abstained: no candidate shares a term with the query", abstained=True)
+        return Selection(tuple(i for i, _ in keep), reason=selection.reason, scores=tuple(s for _, s in keep))
 
     def score(self, query: Query, candidates: Sequence[Candidate]) -> Scores:
         """Return the BM25 score of every candidate (0.0 when it shares no term with the query)."""

@@ -25,6 +25,7 @@ from shortlist.server.errors import install_error_handlers
 from shortlist.server.middleware import ServiceMiddleware
 from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import health, interop, memory, offer, reduce, retrieve, select, selectors
+from shortlist.server.routes import decisions as decision_routes
 from shortlist.server.settings import ServerSettings
 from shortlist.server.state import ServiceState
 
@@ -116,6 +117,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (select, offer, selectors, retrieve, reduce, memory, interop, health):
         app.include_router(module.router)
+    app.include_router(decision_routes.router)  # GET /decisions, /v1/decisions: what the routes above decided
     app.add_middleware(ServiceMiddleware, max_body_bytes=settings.max_body_bytes, timeout_s=settings.request_timeout_s)
     return app
 

@@ -117,6 +117,8 @@ class ServerSettings(BaseModel):
         selection_threads: threads per worker that run selectors and embeddings (the event loop's
             default executor). More than Python's default (CPUs + 4) lets concurrent queries share
             a model run (see :class:`~shortlist.embeddings.batching.Coalescer`).
+        examples_path: a feedback log whose logged queries become the candidates' usage examples
+            (None: the config's ``selection.examples``, if any).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -137,6 +139,7 @@ class ServerSettings(BaseModel):
     breaker_threshold: int = Field(default=3, ge=0)
     breaker_cooldown_s: float = Field(default=5.0, gt=0)
     selection_threads: int = Field(default=32, ge=1, le=1024)
+    examples_path: str | None = None
 
     @classmethod
     def build(

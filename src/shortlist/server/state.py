@@ -16,6 +16,7 @@ from shortlist.config import BreakerConfig, RuntimeConfig, load_runtime_config
 from shortlist.errors import ConfigError
 from shortlist.events import add_event_hook, remove_event_hook
 from shortlist.selection.facade import DEFAULT, Shortlist
+from shortlist.server.decisions import DecisionLog
 from shortlist.server.metrics import ServiceMetrics
 from shortlist.server.settings import ServerSettings
 from shortlist.types import Candidate, Query
@@ -115,11 +116,15 @@ class ServiceState:
         self.ready = False
         config = load_runtime_config(settings.config_path) if settings.config_path else RuntimeConfig()
         self.shortlist = Shortlist(
-            selector=settings.selector or DEFAULT, config=_with_default_breakers(config, settings)
+            selector=settings.selector or DEFAULT,
+            config=_with_default_breakers(config, settings),
+            examples=settings.examples_path,
         )
         self.catalogs: dict[str, tuple[Candidate, ...]] = {
             name: tuple(load_catalog(path)) for name, path in settings.catalogs.items()
         }
+        #: the recent decisions of the selection routes (``GET /decisions``)
+        self.decisions = DecisionLog(catalogs=self.catalogs)
         self.memory: MemoryStore = open_memory_store(settings.memory_url)
         self.retriever: CorpusRetriever | None = _corpus_retriever(settings)
         self._embedder: Embedder | None = None
@@ -152,7 +157,7 @@ class ServiceState:
                 continue
             for catalog in [c for c in self.catalogs.values() if c] or [_WARM_UP_CANDIDATES]:
                 try:
-                    selector.select(Query(text="warm up", kind=kind), catalog)
+                    selector.select(Query(text="warm up", kind=kind), self.shortlist.enrich(catalog, kind=kind))
                 except Exception as exc:  # a real request falls back and reports it; start-up goes on
                     logger.warning("warm-up of selector %s (%s) failed: %s", selector.name, kind, exc)
         logger.info("selectors built and warmed in %.2f s: %s", time.perf_counter() - started, self.bound_selectors)

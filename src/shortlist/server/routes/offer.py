@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
 from shortlist.events import Event
+from shortlist.selection.query import last_user_text
 from shortlist.selection.session import DEFAULT_PREFETCH, OfferState, ToolSearched, decide_offer, search_tools
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
@@ -217,6 +218,8 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
     )
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
+        text = query if isinstance(query, str) else last_user_text(query)
+        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block)
     return FastJSONResponse(decided.to_dict())
 
 

@@ -146,4 +146,5 @@ async def select(body: SelectRequest, request: Request) -> FastJSONResponse:
     candidates = resolve_candidates(state, body.catalog, body.candidates)
     turn = await binding(state, body.selector).aselect(body.query, candidates, kind=body.kind, k=body.k)
     state.metrics.observe_selection(body.kind, turn.selector, turn.fallback)
+    state.decisions.record("/v1/select", body.query, candidates, turn, kind=body.kind)
     return FastJSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation
