@@ -14,12 +14,13 @@ For a selector without abstention both views come from the same call.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from tqdm import tqdm
@@ -32,7 +33,19 @@ from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, narrow
 from shortlist.selection.session import definition_text
 from shortlist.types import Query
 
-__all__ = ["QueryOutcome", "abstention_curve", "definition_text", "make_counter", "run_eval", "summarise"]
+__all__ = [
+    "Match",
+    "QueryOutcome",
+    "abstention_curve",
+    "by_name",
+    "definition_text",
+    "make_counter",
+    "run_eval",
+    "summarise",
+]
+
+#: How a ranked id counts against the gold: by ``"id"``, or by ``"name"`` (ids sharing a name are one).
+Match = Literal["id", "name"]
 
 #: Pins used by the evaluation: none, so the whole catalog is ranked.
 NO_PINS = PinPolicy(namespaces=(), always_include=(), pin_wildcards=False)
@@ -107,6 +120,7 @@ def run_eval(
     counter: Any = None,
     on_query: Callable[[QueryOutcome], None] | None = None,
     confidence: bool = False,
+    match: Match = "id",
 ) -> dict[str, Any]:
     """Evaluate ``selector`` on ``dataset`` and return the report (the ``--json`` object).
 
@@ -122,12 +136,16 @@ def run_eval(
         on_query: called with each query's outcome.
         confidence: also record each query's best confidence score (one more scoring call per
             query, rankers only) for :func:`abstention_curve`.
+        match: ``"name"`` adds ``by_name``: the same metrics where ids that share a name count
+            as one (see :func:`by_name`); the top-level metrics stay exact-id.
 
     Returns:
         The report: see ``docs/evaluation.md`` for every key.
     """
     if k <= 0:
         raise ValueError("k must be positive")
+    if match not in ("id", "name"):
+        raise ValueError(f"match must be 'id' or 'name', got {match!r}")
     tools = dataset.tools
     examples_added = 0
     if train:
@@ -183,7 +201,31 @@ def run_eval(
         split: summarise([o for o in outcomes if o.split == split], k=k, all_tokens=all_tokens)
         for split in dict.fromkeys(o.split for o in outcomes)
     }
+    if match == "name":
+        named = by_name(outcomes, {c.id: c.name for c in dataset.tools})
+        report["by_name"] = summarise(named, k=k, all_tokens=all_tokens)
+        report["by_name"]["splits"] = {
+            split: summarise([o for o in named if o.split == split], k=k, all_tokens=all_tokens)
+            for split in dict.fromkeys(o.split for o in named)
+        }
     return report
+
+
+def by_name(outcomes: Sequence[QueryOutcome], names: dict[str, str]) -> list[QueryOutcome]:
+    """The outcomes with every id replaced by its tool's name (duplicates dropped, order kept).
+
+    Ids that share a name then count as one gold: a catalog with 30 definitions of
+    ``get_current_weather`` is scored on whether the right *name* was chosen. Ids outside
+    ``names`` keep their id.
+    """
+
+    def rename(ids: Sequence[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(names.get(i, i) for i in ids))
+
+    return [
+        dataclasses.replace(o, gold=rename(o.gold), ranked=rename(o.ranked), surfaced=rename(o.surfaced))
+        for o in outcomes
+    ]
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
