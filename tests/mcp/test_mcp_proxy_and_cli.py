@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # real MCP servers and the proxy process
 
 
 async def test_proxy_lists_searches_and_forwards(server_args: dict[str, str], git_repo: Path) -> None:
-    args = ["-m", "shortlist.cli", "mcp-proxy", "--k", "3", "--selector", "lexical"]
+    args = ["-m", "shortlist.cli", "mcp-proxy", "--k", "3", "--selector", "lexical", "--state", "off"]
     for name in ("time", "git", "fetch"):
         args += ["--mcp-server", server_args[name]]
     notes: list[Any] = []

@@ -23,7 +23,19 @@ NOW = "mcp__time__get_current_time"
 
 
 def _proxy_args(server_args: dict[str, str], db: Path) -> list[str]:
-    args = ["-m", "shortlist.cli", "mcp-proxy", "--k", "2", "--selector", "lexical", "--feedback-db", str(db)]
+    args = [
+        "-m",
+        "shortlist.cli",
+        "mcp-proxy",
+        "--k",
+        "2",
+        "--selector",
+        "lexical",
+        "--state",
+        "off",
+        "--feedback-db",
+        str(db),
+    ]
     args += ["--always-include", "mcp__time__convert_time"]
     for name in ("time", "git"):
         args += ["--mcp-server", server_args[name]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -41,6 +42,13 @@ def register(sub: Any) -> None:
         help="a feedback log (SQLite, created if missing): record every search_tools call, and each call of a "
         "tool a search found as a use for the search's query; searches rank with the log's examples",
     )
+    p.add_argument(
+        "--state",
+        metavar="PATH",
+        help="where the tools searches found persist, so a new session lists them (clients that check a name "
+        "against tools/list before calling it); default: a file per set of servers in the user cache folder; "
+        "'off': this process only",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,19 +57,24 @@ def run(args: argparse.Namespace) -> int:
     from shortlist.errors import CatalogError
     from shortlist.feedback.store import FeedbackStore
     from shortlist.mcp.client import MCPClient, parse_server_arg
-    from shortlist.mcp.proxy import MCPProxy
+    from shortlist.mcp.proxy import MCPProxy, default_state_path
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if args.k < 1:
         raise CatalogError("--k must be >= 1")
     specs = [parse_server_arg(v) for v in args.mcp_server]
+    if args.state is None:
+        state = default_state_path([(n, v) for n, _, v in (a.partition("=") for a in args.mcp_server)])
+    else:
+        state = None if args.state.strip().lower() == "off" else Path(args.state)
 
     async def main() -> None:
         with contextlib.ExitStack() as stack:
             feedback = stack.enter_context(FeedbackStore(args.feedback_db)) if args.feedback_db else None
             sl = stack.enter_context(Shortlist(selector=args.selector or DEFAULT, config=args.config, kind="tool"))
             selector = sl.selector_for("tool")
-            async with MCPClient(specs) as client:
+            client = MCPClient(specs)  # connected in the background: initialize is answered at once
+            try:
                 proxy = MCPProxy(
                     client,
                     selector=selector,
@@ -69,8 +82,11 @@ def run(args: argparse.Namespace) -> int:
                     policy=sl.policy,
                     always_include=args.always_include,
                     feedback=feedback,
+                    state_path=state,
                 )
                 await proxy.serve_stdio()
+            finally:
+                await client.close()
 
     asyncio.run(main())
     return 0

@@ -4,10 +4,16 @@ The proxy connects to the upstream servers (:class:`~shortlist.mcp.client.MCPCli
 offers its own client:
 
 * a **narrowed tool list**: the ``search_tools`` tool, the tools matching ``always_include``
-  patterns, and the tools that earlier searches surfaced (most recent first, at most
-  ``max_offered``); it never lists every upstream tool. Over stdio a proxy process serves one
-  client, so this state is the proxy's (:meth:`MCPProxy.listed` takes a ``session`` key for
-  transports that serve several);
+  patterns, the tools this session's searches surfaced, then the tools earlier sessions'
+  searches found for the same upstream servers (most recent first, at most ``max_offered``);
+  it never lists every upstream tool. The found tools persist per catalog in a small JSON
+  file (``state_path``), so a client that validates a name against ``tools/list`` before
+  calling it (MCP Inspector 2.x) can call, in a new session, a tool an earlier search found
+  (:meth:`MCPProxy.listed` takes a ``session`` key for transports that serve several);
+* **start-up**: ``initialize`` is answered at once; the upstream servers connect in the
+  background, and ``tools/list`` and ``tools/call`` wait for them (an upstream that fails to
+  start is an :class:`UpstreamFailed` event, and its tools are missing from the list);
+* ``notifications/tools/list_changed`` is sent after a search only when the list changed;
 * ``search_tools{query, k?}``: narrows every upstream tool for ``query`` with the bound
   selector (MCP unpinned, see :func:`~shortlist.mcp.tools.mcp_policy`) and returns the top
   tools with their input schemas; they join this session's tool list, and the proxy sends
@@ -30,12 +36,17 @@ offers its own client:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
+import hashlib
 import json
 import logging
+import os
+import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, emit
@@ -49,7 +60,7 @@ from shortlist.types import Candidate, Query
 if TYPE_CHECKING:
     from shortlist.feedback.store import FeedbackStore
 
-__all__ = ["SEARCH_TOOLS", "FeedbackFailed", "FoundToolCalled", "MCPProxy"]
+__all__ = ["SEARCH_TOOLS", "FeedbackFailed", "FoundToolCalled", "MCPProxy", "UpstreamFailed", "default_state_path"]
 
 logger = logging.getLogger("shortlist.mcp")
 
@@ -89,6 +100,33 @@ class FeedbackFailed(Event):
     error: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class UpstreamFailed(Event):
+    """An upstream MCP server did not connect at start-up; the proxy serves the others without its tools."""
+
+    name: ClassVar[str] = "mcp.upstream_failed"
+    area: ClassVar[str] = "mcp"
+    level: int = logging.WARNING
+    server: str = ""
+    error: str = ""
+
+
+def default_state_path(servers: Sequence[tuple[str, str]]) -> Path | None:
+    """Where the found tools of this set of upstream servers persist: the user cache folder, one file per catalog.
+
+    ``servers`` are ``(name, command or URL)`` pairs; the file is named by their digest, so the
+    same servers share their found tools and other servers do not. None when the cache is off
+    (``SHORTLIST_CACHE_DIR=off``).
+    """
+    from shortlist.embeddings.cache import cache_dir
+
+    base = cache_dir()
+    if base is None:
+        return None
+    digest = hashlib.sha256(json.dumps(sorted(servers)).encode("utf-8")).hexdigest()[:24]
+    return base / "mcp-proxy" / f"{digest}.json"
+
+
 @dataclass(frozen=True, slots=True)
 class _Search:
     """One search of a session: its query, its id in the feedback log and what it found."""
@@ -110,6 +148,8 @@ class MCPProxy:
         max_offered: the most searched tools kept in a session's list.
         feedback: a feedback log that records searches and the found tools the model called
             (and whose examples enrich the tools searches rank); the caller closes it.
+        state_path: a JSON file where the tools searches found persist across sessions and
+            processes (listed after the session's own); None keeps them in this process only.
     """
 
     def __init__(
@@ -122,6 +162,7 @@ class MCPProxy:
         always_include: Sequence[str] = (),
         max_offered: int = 50,
         feedback: FeedbackStore | None = None,
+        state_path: str | os.PathLike[str] | None = None,
     ) -> None:
         if k < 1:
             raise ValueError("k must be >= 1")
@@ -134,6 +175,67 @@ class MCPProxy:
         self.feedback = feedback
         self._offered: dict[int, dict[str, None]] = {}  # session key -> tool ids, most recent last
         self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
+        self.state_path = Path(state_path) if state_path is not None else None
+        self._known: dict[str, None] = dict.fromkeys(self._load_state())  # found by any session, most recent last
+        self._connected: asyncio.Task[None] | None = None
+        self._failed: set[str] = set()
+
+    def _load_state(self) -> list[str]:
+        if self.state_path is None:
+            return []
+        try:
+            doc = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:  # a broken file costs the list its history, nothing more
+            logger.warning("mcp-proxy state %s ignored: %s", self.state_path, exc)
+            return []
+        found = doc.get("found") if isinstance(doc, dict) else None
+        return [i for i in found if isinstance(i, str)] if isinstance(found, list) else []
+
+    def _save_state(self, ids: Sequence[str]) -> None:
+        """Merge ``ids`` (newest last) into the state file, atomically (another process may share it)."""
+        if self.state_path is None:
+            return
+        merged = dict.fromkeys(self._load_state())
+        for i in ids:
+            merged.pop(i, None)
+            merged[i] = None
+        keep = list(merged)[-self.max_offered :]
+        try:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.state_path.parent, prefix=".proxy-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"version": 1, "found": keep}, fh)
+            os.replace(tmp, self.state_path)
+        except OSError as exc:  # the list still holds them for this process
+            logger.warning("mcp-proxy state %s not written: %s", self.state_path, exc)
+            with contextlib.suppress(OSError, UnboundLocalError):
+                os.unlink(tmp)
+
+    def start(self) -> None:
+        """Connect the upstream servers in the background (idempotent); listing and calling wait for it."""
+        if self._connected is None:
+            self._connected = asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        async def one(server: str) -> None:
+            try:
+                await self.client.list_server_tools(server)
+            except Exception as exc:  # one server down must not take the others with it
+                self._failed.add(server)
+                emit(UpstreamFailed(server=server, error=f"{type(exc).__name__}: {exc}"[:2048]))
+
+        await asyncio.gather(*(one(n) for n in self.client.servers))
+
+    async def tools(self) -> list[Candidate]:
+        """Every tool of the upstream servers that connected, servers in order (waits for the start-up)."""
+        self.start()
+        assert self._connected is not None
+        await asyncio.shield(self._connected)
+        servers = [n for n in self.client.servers if n not in self._failed]
+        lists = await asyncio.gather(*(self.client.list_server_tools(n) for n in servers))
+        return [c for tools in lists for c in tools]
 
     def search_tool(self) -> Candidate:
         """The ``search_tools`` tool definition."""
@@ -146,9 +248,12 @@ class MCPProxy:
 
     async def listed(self, session: int = 0) -> list[Candidate]:
         """What ``tools/list`` shows to ``session``: search_tools, pins, then searched tools."""
-        tools = {c.id: c for c in await self.client.list_candidates()}
+        tools = {c.id: c for c in await self.tools()}
         ids = [i for i in tools if any(fnmatch.fnmatchcase(i, p) for p in self.always_include)]
-        ids += [i for i in reversed(self._offered.get(session, {})) if i in tools and i not in ids]
+        pinned = len(ids)
+        for i in [*reversed(self._offered.get(session, {})), *reversed(self._known)]:
+            if i in tools and i not in ids and len(ids) - pinned < self.max_offered:
+                ids.append(i)
         return [self.search_tool(), *(tools[i] for i in ids)]
 
     async def search(self, query: str, k: int | None = None, *, session: int = 0) -> dict[str, Any]:
@@ -158,7 +263,7 @@ class MCPProxy:
             ``{"query", "tools": [{"name", "description", "inputSchema", "score"?}], "fallback", "selector"}``.
         """
         k = max(1, min(int(k or self.k), 50))
-        candidates = await self.client.list_candidates()
+        candidates = await self.tools()
         if self.feedback is not None:  # what the model used after earlier searches ranks with the tool
             try:
                 candidates = self.feedback.enrich(candidates, kind="tool")
@@ -173,6 +278,14 @@ class MCPProxy:
         while len(offered) > self.max_offered:
             offered.pop(next(iter(offered)))
         ids = tuple(c.id for c in chosen)
+        found_ids = [i for i in reversed(ids) if not self._pinned(i)]
+        for i in found_ids:
+            self._known.pop(i, None)
+            self._known[i] = None
+        while len(self._known) > self.max_offered:
+            self._known.pop(next(iter(self._known)))
+        if found_ids:
+            await asyncio.to_thread(self._save_state, found_ids)
         emit(ToolSearched(query=query, found=ids, fallback=turn.fallback))
         search = _Search(query=query, key=uuid.uuid4().hex, found=ids)
         found = self._found.setdefault(session, {})
@@ -246,18 +359,20 @@ class MCPProxy:
                 raw_k = args.get("k")
                 if raw_k is not None and (isinstance(raw_k, bool) or not isinstance(raw_k, int)):
                     return error("search_tools: 'k' must be an integer")
+                before = [c.id for c in await self.listed()]
                 found = await self.search(query, raw_k)
-                try:
-                    await ctx.session.send_tool_list_changed()
-                except Exception as exc:  # the client may not accept notifications; the answer still stands
-                    logger.debug("tools/list_changed not sent: %r", exc)
+                if [c.id for c in await self.listed()] != before:  # notify only a list that changed
+                    try:
+                        await ctx.session.send_tool_list_changed()
+                    except Exception as exc:  # the client may not accept notifications; the answer still stands
+                        logger.debug("tools/list_changed not sent: %r", exc)
                 return mt.CallToolResult(
                     content=[mt.TextContent(type="text", text=json.dumps(found, ensure_ascii=False))],
                     structured_content=found,
                 )
             if parse_tool_name(params.name) is None:
                 return error(f"unknown tool {params.name!r}; use search_tools to find tools")
-            known = {c.id for c in await self.client.list_candidates()}
+            known = {c.id for c in await self.tools()}
             if params.name not in known:
                 return error(f"unknown tool {params.name!r}; use search_tools to find tools")
             await self.called(params.name)
@@ -269,7 +384,9 @@ class MCPProxy:
                 {"content": list(result.content), "structuredContent": result.structured, "isError": result.is_error}
             )
 
-        return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+        from shortlist import __version__
+
+        return Server(name, version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
     async def serve_stdio(self) -> None:
         """Serve the proxy on this process's stdin/stdout until the client disconnects."""
@@ -278,5 +395,6 @@ class MCPProxy:
 
         server = self.build_server()
         options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        self.start()  # upstreams connect while the client initialises
         async with stdio_server() as (read, write):
             await server.run(read, write, options)
