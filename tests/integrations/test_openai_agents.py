@@ -1,0 +1,139 @@
+"""The OpenAI Agents SDK: ``ShortlistModel`` narrows each model call's tools, MCP servers' tools included (real SDK)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, FunctionTool, RunConfig, Runner, Usage, function_tool
+from agents.items import ModelResponse
+from agents.models.interface import Model, ModelProvider
+from integration_helpers import FUNCTIONS, NAMES, Events
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations.openai_agents import ShortlistModel, ShortlistModelProvider
+from shortlist.testing import FailingSelector
+
+
+def call(name: str, args: dict[str, Any], cid: str) -> list[Any]:
+    return [
+        ResponseFunctionToolCall(
+            type="function_call", name=name, arguments=json.dumps(args), call_id=cid, id=f"fc_{cid}"
+        )
+    ]
+
+
+def text(answer: str) -> list[Any]:
+    content = ResponseOutputText(type="output_text", text=answer, annotations=[])
+    return [ResponseOutputMessage(type="message", id="m", role="assistant", status="completed", content=[content])]
+
+
+class ScriptedModel(Model):
+    """An SDK Model double: answers from a script and records the tool names of every call."""
+
+    def __init__(self, *steps: list[Any]) -> None:
+        self.steps = list(steps)
+        self.seen: list[list[str]] = []
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        self.seen.append([t.name for t in tools])
+        return ModelResponse(output=self.steps.pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def tools() -> list[FunctionTool]:
+    return [function_tool(f) for f in FUNCTIONS]
+
+
+async def test_each_model_call_gets_the_narrowed_tools_and_find_tools_reaches_the_rest() -> None:
+    events = Events()
+    inner = ScriptedModel(
+        call("get_weather", {"city": "Paris"}, "c1"),
+        text("Sunny."),
+        call("find_tools", {"query": "convert money into another currency"}, "c2"),
+        call("convert_currency", {"amount": 2.0, "currency": "GBP"}, "c3"),
+        text("Booked; 2 GBP."),
+    )
+    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=3, on_event=events))
+    agent = Agent(name="travel", model=model, tools=[*tools(), model.find_tools])
+
+    first = await Runner.run(agent, "what is the weather forecast in Paris?")
+    assert first.final_output == "Sunny."
+    a, b = inner.seen
+    assert "get_weather" in a and "find_tools" in a and len(a) <= 4 and a == b
+
+    second = await Runner.run(
+        agent, [*first.to_input_list(), {"role": "user", "content": "book a flight ticket to Rome"}]
+    )
+    assert second.final_output == "Booked; 2 GBP."
+    c, d, e = inner.seen[2:]
+    assert "book_flight" in c and "convert_currency" not in c
+    assert "convert_currency" in d and "convert_currency" in e
+    outputs = [dict(i)["output"] for i in second.to_input_list() if i.get("type") == "function_call_output"]
+    assert "2.0 GBP" in outputs
+    assert next(ev["found"] for ev in events.named("selection.tool_searched"))[0] == "convert_currency"
+    assert not events.named("selection.fallback")
+
+
+async def test_a_failing_selector_leaves_the_agent_with_every_tool() -> None:
+    events = Events()
+    inner = ScriptedModel(call("stock_price", {"ticker": "ACME"}, "c1"), text("100"))
+    model = ShortlistModel(inner, selector=FailingSelector(), on_event=events)
+    agent = Agent(name="a", model=model, tools=[*tools(), model.find_tools])
+    assert (await Runner.run(agent, "price of ACME shares")).final_output == "100"
+    assert [set(s) for s in inner.seen] == [set(NAMES), set(NAMES)]  # find_tools only when something is left out
+    [fallback] = events.named("selection.fallback")
+    assert fallback["reason"] == "error"
+
+
+async def test_the_provider_wraps_every_model_of_a_run() -> None:
+    inner = ScriptedModel(text("ok"))
+
+    class Provider(ModelProvider):
+        def get_model(self, model_name: str | None) -> Model:
+            return inner
+
+    provider = ShortlistModelProvider(Provider(), selector="bm25", k=2)
+    agent = Agent(name="a", model="any-model", tools=[*tools(), provider.find_tools_for("any-model")])
+    out = await Runner.run(agent, "play a song by Queen", run_config=RunConfig(model_provider=provider))
+    assert out.final_output == "ok"
+    [seen] = inner.seen
+    assert "play_music" in seen and "find_tools" in seen and len(seen) <= 3
+
+
+@pytest.mark.slow
+async def test_tools_of_an_attached_mcp_server_are_narrowed_and_callable() -> None:
+    from agents.mcp import MCPServerStdio
+
+    exe = shutil.which("mcp-server-time") or str(Path(sys.executable).parent / "mcp-server-time")
+    inner = ScriptedModel(
+        call("get_current_time", {"timezone": "Europe/Paris"}, "c1"),
+        text("It is late."),
+    )
+    model = ShortlistModel(inner, selector="bm25", k=2)
+    async with MCPServerStdio(
+        params={"command": exe, "args": ["--local-timezone", "UTC"]}, client_session_timeout_seconds=30
+    ) as server:
+        agent = Agent(name="a", model=model, tools=[*tools(), model.find_tools], mcp_servers=[server])
+        out = await Runner.run(agent, "what is the current time in Paris?")
+    assert out.final_output == "It is late."
+    first = inner.seen[0]
+    assert (
+        "get_current_time" in first
+        and len(first) <= 3
+        and set(first) < {*NAMES, "get_current_time", "convert_time", "find_tools"}
+    )
+    outputs = [dict(i)["output"] for i in out.to_input_list() if i.get("type") == "function_call_output"]
+    assert "Europe/Paris" in json.dumps(outputs[0])  # the real server answered
