@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, FunctionTool, RunConfig, Runner, Usage, function_tool
+from agents import Agent, FunctionTool, RunConfig, Runner, Usage, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
 from integration_helpers import FUNCTIONS, NAMES, Events
@@ -21,6 +21,14 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from shortlist.integrations.core import ToolNarrower
 from shortlist.integrations.openai_agents import ShortlistModel, ShortlistModelProvider
 from shortlist.testing import FailingSelector
+
+
+@pytest.fixture(autouse=True)
+def _no_trace_export() -> Any:
+    """The SDK exports traces to OpenAI by default: never from the tests."""
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
 
 
 def call(name: str, args: dict[str, Any], cid: str) -> list[Any]:
