@@ -1,11 +1,12 @@
-"""The feedback log: which tools the model actually called after a selection, stored in SQLite.
+"""The feedback log: which tools the model actually called after a selection, stored in SQLite (or PostgreSQL).
 
 Each recorded turn keeps the query text, its kind, the ids the selector surfaced, the ids
 the model used, and a timestamp. The queries where a tool was used become that tool's
 example queries (:meth:`FeedbackStore.examples`), which every ranker indexes with the
 description. The database runs in WAL mode so a serving process can read while another
 records. Importing a ``queries.jsonl``-shaped file (``text`` + ``gold``) is idempotent per
-``qid``.
+``qid``. ``FeedbackStore("postgresql://…")`` opens the same log in PostgreSQL instead
+(:class:`~shortlist.feedback.postgres.PostgresFeedbackStore`), shared by replicas.
 """
 
 from __future__ import annotations
@@ -64,15 +65,28 @@ def _quick_check(db: sqlite3.Connection, path: str) -> None:
         )
 
 
+def is_postgres_url(path: object) -> bool:
+    """Whether ``path`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``) rather than a file."""
+    return isinstance(path, str) and path.startswith(("postgresql://", "postgres://"))
+
+
 class FeedbackStore:
     """A feedback log in SQLite (WAL). Safe to share between threads.
 
     Args:
-        path: the database file (created with its directory), or ``":memory:"``.
+        path: the database file (created with its directory), or ``":memory:"``; a ``postgresql://`` URL
+            opens a :class:`~shortlist.feedback.postgres.PostgresFeedbackStore` (``shortlist[postgres]``).
 
     Raises:
         CatalogError: the file cannot be opened as a feedback database.
     """
+
+    def __new__(cls, path: str | Path = ":memory:", *args: Any, **kwargs: Any) -> FeedbackStore:
+        if cls is FeedbackStore and is_postgres_url(path):
+            from shortlist.feedback.postgres import PostgresFeedbackStore
+
+            return super().__new__(PostgresFeedbackStore)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)

@@ -1,0 +1,118 @@
+"""The feedback log on PostgreSQL (a real server) behaves as the SQLite one, and replicas learn from each other.
+
+Each behaviour runs on both stores, chosen by what ``FeedbackStore(...)`` is given: a file or a
+``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shortlist.feedback import FeedbackStore, apply_examples
+from shortlist.types import Candidate
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "feedback.db")
+    pytest.importorskip("psycopg")
+    dsn: str = request.getfixturevalue("pgvector_dsn")
+    return dsn
+
+
+@pytest.fixture
+def store(location: str) -> Iterator[FeedbackStore]:
+    s = FeedbackStore(location)
+    yield s
+    s.close()
+
+
+def test_the_url_chooses_the_store(store: FeedbackStore, location: str) -> None:
+    want = "PostgresFeedbackStore" if location.startswith("postgresql://") else "FeedbackStore"
+    assert type(store).__name__ == want
+
+
+def test_used_tools_get_the_query_as_an_example_oldest_first_without_duplicates(store: FeedbackStore) -> None:
+    assert store.record("weather in Paris", ["weather", "news"], ["weather"]) > 0
+    store.record("forecast for Rome", ["weather"], ["weather", "maps"])
+    store.record("weather in Paris", ["weather"], ["weather"])
+    store.record("skill turn", ["s1"], ["s1"], kind="skill")
+    assert store.examples() == {
+        "weather": ["weather in Paris", "forecast for Rome"],
+        "maps": ["forecast for Rome"],
+        "s1": ["skill turn"],
+    }
+    assert store.examples(["maps", "unknown"]) == {"maps": ["forecast for Rome"]}
+    assert store.examples(kind="skill") == {"s1": ["skill turn"]}
+    assert store.examples(["weather"], limit=1) == {"weather": ["forecast for Rome"]}
+    assert store.used_sets() == [("weather",), ("weather", "maps"), ("weather",)]  # newest turn first
+
+
+def test_an_external_id_is_recorded_once_and_bad_input_is_refused(store: FeedbackStore) -> None:
+    assert store.record("q", [], ["a"], external_id="turn-1") > 0
+    assert store.record("q again", [], ["b"], external_id="turn-1") == 0
+    assert store.examples() == {"a": ["q"]}
+    with pytest.raises(ValueError, match="non-empty query"):
+        store.record("  ", [], ["a"])
+    with pytest.raises(TypeError, match="list of ids"):
+        store.record("q", [], "a")
+
+
+def test_import_is_idempotent_and_enrich_appends_examples(store: FeedbackStore, tmp_path: Path) -> None:
+    path = tmp_path / "queries.jsonl"
+    rows = [{"qid": "1", "text": "book a flight", "gold": ["flights"]}, {"qid": "2", "text": "none", "gold": []}]
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    assert store.import_jsonl(path) == 1
+    assert store.import_jsonl(path) == 0
+    cands = [Candidate("flights", "flights", "Search flights", examples=("fly to Rome",)), Candidate("x", "x", "X")]
+    enriched = apply_examples(cands, store)
+    assert enriched[0].examples == ("fly to Rome", "book a flight")
+    assert enriched[1] is cands[1]
+    assert apply_examples(cands, store)[0] is enriched[0]  # unchanged log: the same object
+    stats = store.stats()
+    assert (stats["turns"], stats["uses"], stats["candidates"], stats["kinds"]) == (1, 1, 1, {"tool": 1})
+    assert stats["top"] == [{"id": "flights", "uses": 1}]
+
+
+@pytest.mark.slow  # a PostgreSQL server
+def test_replicas_learn_from_each_others_turns(pgvector_dsn: str, tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    from shortlist.feedback.postgres import PostgresFeedbackStore
+
+    a = PostgresFeedbackStore(pgvector_dsn, refresh_s=0)
+    b = FeedbackStore(pgvector_dsn)
+    assert isinstance(b, PostgresFeedbackStore)
+    b.refresh_s = 0
+    try:
+        assert b.examples() == {}
+        a.record("convert 10 usd to eur", ["fx"], ["fx"])
+        assert b.examples() == {"fx": ["convert 10 usd to eur"]}  # recorded on a, served by b
+        path = tmp_path / "q.jsonl"
+        path.write_text("\n".join(json.dumps({"qid": str(i), "text": f"q{i}", "gold": ["t"]}) for i in range(50)))
+        added: list[int] = []
+        threads = [threading.Thread(target=lambda s=s: added.append(s.import_jsonl(path))) for s in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sum(added) == 50  # both replicas imported the file: each line once
+        assert len(a.examples()["t"]) == 50 and a.stats()["turns"] == 51
+        assert "password" not in a.stats()["path"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_unreachable_database_is_a_catalog_error() -> None:
+    pytest.importorskip("psycopg")
+    from loopback import free_port
+    from shortlist.errors import CatalogError
+
+    with pytest.raises(CatalogError, match="feedback database unavailable"):
+        FeedbackStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none")
