@@ -5,9 +5,9 @@ The same interface as the SQLite :class:`~shortlist.feedback.store.FeedbackStore
 ``shortlist_feedback_uses``, created under an advisory lock (several replicas may start at once) and
 versioned in ``shortlist_feedback_migrations`` (the memory store's ``shortlist_schema_migrations`` is its
 own, so both may share one database). A turn and its uses commit in one transaction; ``external_id``
-is unique, so a turn recorded twice (by two replicas importing one file) is kept once. The examples a replica serves are re-read
-when the log has grown (newest turn id), checked at most once per ``refresh_s``: a turn recorded on
-one replica reaches the others' rankers within that time.
+is unique, so a turn recorded twice (by two replicas importing one file) is kept once. The examples a
+replica serves are re-read when the log has grown (newest turn id), checked at most once per
+``refresh_s``: a turn recorded on one replica reaches the others' rankers within that time.
 """
 
 from __future__ import annotations
