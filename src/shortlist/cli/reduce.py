@@ -1,8 +1,12 @@
 """``shortlist reduce``: fit an OpenAI chat ``messages`` file to a token/character budget.
 
-Prints the reduced messages (with ``--json``: the messages, the token counts before and after,
-and the diagnostics). Exit code 3, with a message saying by how much, when the budget cannot be
-met without touching protected content.
+Prints the reduced messages on stdout and, on stderr, what was kept, truncated and dropped
+(with ``--json``: one object with the messages, the token counts before and after, and the
+diagnostics). The default selector is ``relevance``, as the library's ``Conversation``: the
+steps most relevant to the last user message are kept (an early "I am allergic to peanuts"
+survives a question about it), where ``newest`` keeps the latest steps that fit. Exit code 3,
+with a message saying by how much, when the budget cannot be met without touching protected
+content.
 """
 
 from __future__ import annotations
@@ -11,18 +15,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.cli._output import fail, write_json
-from shortlist.errors import ContextBudgetError
-from shortlist.reduction import (
-    Diagnostics,
-    ExecutionContext,
-    MessageFormatError,
-    ReductionStage,
-    openai_from_fragments,
-    openai_to_fragments,
-)
+
+if TYPE_CHECKING:
+    from shortlist.reduction import Diagnostics
 
 __all__ = ["register"]
 
@@ -55,9 +53,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-chars", type=_positive_int, metavar="N", help="character budget")
     parser.add_argument(
         "--selector",
-        choices=("newest", "relevance"),
-        default="newest",
-        help="local selector: newest steps that fit, or the steps most relevant to the last user turn",
+        choices=("relevance", "newest"),
+        default="relevance",
+        help="which steps stay: relevance (default, as the library's Conversation: the steps most relevant "
+        "to the last user message) or newest (the latest steps that fit)",
     )
     parser.add_argument("--model", default=None, help="model name choosing the tokenizer (default o200k_base)")
     parser.add_argument("--json", action="store_true", help="print messages, token counts and diagnostics")
@@ -65,6 +64,8 @@ def register(subparsers: Any) -> None:
 
 
 def _load(path: str) -> list[Any]:
+    from shortlist.reduction import MessageFormatError
+
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -82,6 +83,15 @@ def _load(path: str) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Handle ``shortlist reduce``; returns the exit code."""
+    from shortlist.errors import ContextBudgetError
+    from shortlist.reduction import (
+        Diagnostics,
+        ExecutionContext,
+        ReductionStage,
+        openai_from_fragments,
+        openai_to_fragments,
+    )
+
     if args.max_tokens is None and args.max_chars is None:
         return fail("reduce: give --max-tokens, --max-chars or both")
     messages = _load(args.messages)
@@ -95,14 +105,15 @@ def run(args: argparse.Namespace) -> int:
     except ContextBudgetError as exc:
         return fail(f"reduce: {exc}", code=BUDGET_EXIT_CODE)
     reduced = openai_from_fragments(result.fragments)
-    if not args.json:
-        write_json(reduced)
-        return 0
     tokens_before = result.tokens_before
     tokens_after = result.tokens_after
     if tokens_before is None:  # char budget only: still report tokens
         tokens_before = sum(stage.counter.count(f.text) for f in fragments)
         tokens_after = sum(stage.counter.count(f.text) for f in result.fragments)
+    if not args.json:
+        write_json(reduced)
+        _summary(args, diagnostics, len(messages), len(reduced), tokens_before, tokens_after)
+        return 0
     write_json(
         {
             "messages": reduced,
@@ -115,3 +126,39 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     return 0
+
+
+_VERBS = {"truncate": "truncated", "select": "dropped", "drop": "dropped", "compress": "summarised"}
+
+
+def _summary(
+    args: argparse.Namespace,
+    diagnostics: Diagnostics,
+    before: int,
+    after: int,
+    tokens_before: int | None,
+    tokens_after: int | None,
+) -> None:
+    """Say on stderr what was kept, truncated, dropped or summarised (step ids: ``m<index>`` of the input)."""
+    from shortlist.reduction.events import ReductionApplied
+
+    budget = ", ".join(
+        f"{label} {value}" for label, value in (("max tokens", args.max_tokens), ("max chars", args.max_chars)) if value
+    )
+    lines = [
+        f"reduce ({args.selector}): kept {after} of {before} messages, {tokens_before} -> {tokens_after} tokens "
+        f"({budget})"
+    ]
+    by_verb: dict[str, list[str]] = {}
+    for event in diagnostics.events:
+        if isinstance(event, ReductionApplied) and event.step_ids:
+            by_verb.setdefault(_VERBS.get(event.kind, event.kind), []).extend(event.step_ids)
+    if not by_verb:
+        lines.append("  nothing removed: the conversation fits")
+    for verb, ids in by_verb.items():
+        lines.append(f"  {verb}: {', '.join(dict.fromkeys(ids))}  (m<N>: the input's message N, from 0)")
+    try:
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shortlist.cli._output import write_json, write_text
+from shortlist.cli._progress import add_progress_flag, progress_line
 
 if TYPE_CHECKING:
     from shortlist.types import Candidate
@@ -35,7 +36,13 @@ def register(sub: Any) -> None:
         default=None,
         help="query kind (default: tool, or skill for a skills directory)",
     )
-    p.add_argument("--k", type=int, default=5, help="most items to surface besides pins (default 5)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=5,
+        help="most items to surface besides pins (default 5; 0: the selector's own default, 10 for the "
+        "built-in rankers, fewer when fewer match)",
+    )
     p.add_argument(
         "--selector",
         help="selector name: a built-in type (bm25, embedding, hybrid, ...), "
@@ -52,7 +59,14 @@ def register(sub: Any) -> None:
         help="also narrow the tools of a live MCP server: NAME=COMMAND (stdio, split like a shell) or "
         "NAME=http(s)://URL (repeatable; MCP tools are ranked, not pinned)",
     )
+    p.add_argument(
+        "--examples",
+        metavar="FEEDBACK_DB",
+        help="a feedback log (shortlist feedback --db) whose logged queries are used as the tools' usage "
+        "examples (default: the config's selection.examples)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -91,9 +105,16 @@ def run(args: argparse.Namespace) -> int:
     if args.mcp_server:
         catalog = [*catalog, *_mcp_candidates(args.mcp_server)]
         check_unique(catalog, source="--catalog and --mcp-server")
-    with Shortlist(
-        catalog, selector=args.selector or DEFAULT, config=args.config, kind=args.kind or default_kind
-    ) as sl:
+    with (
+        progress_line(args),
+        Shortlist(
+            catalog,
+            selector=args.selector or DEFAULT,
+            config=args.config,
+            kind=args.kind or default_kind,
+            examples=args.examples,
+        ) as sl,
+    ):
         if args.mcp_server:  # live MCP tools are narrowed like any tool (the mcp namespace is not pinned)
             sl.policy = mcp_policy(sl.policy)
         if args.order or args.on_abstain:

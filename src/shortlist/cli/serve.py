@@ -3,6 +3,9 @@
 Refuses (exit 2) to bind a non-loopback address when no API key is configured. With more
 than one worker, the settings travel to the workers in ``SHORTLIST_SERVER_SETTINGS`` and
 Prometheus runs in multiprocess mode so ``/metrics`` adds up every worker.
+
+It says on stderr where it listens when it starts, and when it is ready (``/readyz``
+answers 200: catalogs loaded, selectors built, models loaded and warmed), with the time it took.
 """
 
 from __future__ import annotations
@@ -10,10 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import tempfile
+import threading
+import time
 from typing import Any
 
 from shortlist.cli._output import fail
+from shortlist.cli._progress import add_progress_flag, progress_line
 from shortlist.errors import MissingDependencyError
 
 __all__ = ["register"]
@@ -116,6 +123,13 @@ def register(sub: Any) -> None:
         "(--workers > 1; default 30)",
     )
     p.add_argument("--access-log", action="store_true", help="log one line per request on stderr")
+    p.add_argument(
+        "--examples",
+        metavar="FEEDBACK_DB",
+        help="a feedback log whose logged queries are used as usage examples of the tools "
+        "(default: the config's selection.examples)",
+    )
+    add_progress_flag(p)
     p.set_defaults(func=run)
 
 
@@ -137,6 +151,7 @@ _FIELDS = {
     "corpus_scoring": "corpus_scoring",
     "breaker_threshold": "breaker_threshold",
     "breaker_cooldown_s": "breaker_cooldown",
+    "examples_path": "examples",
 }
 
 
@@ -191,7 +206,12 @@ def run(args: argparse.Namespace) -> int:
             f"serve: refusing to bind {args.host} without an API key; set SHORTLIST_API_KEYS or --api-keys-file, "
             "or bind 127.0.0.1"
         )
-    _check_start_up(settings)
+    started = time.monotonic()
+    _say(
+        f"starting on http://{_url_host(args.host)}:{args.port} ({args.workers} worker(s)); loading catalogs and models"
+    )
+    with progress_line(args):
+        _check_start_up(settings)
     if args.workers > 1 and settings.memory_url.startswith("memory:"):
         logger.warning("memory: is per process; with %d workers each has its own memories", args.workers)
     os.environ[ENV_SETTINGS] = settings.to_env()
@@ -228,11 +248,54 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, SystemExit) as exc:
             return fail(f"serve: cannot bind {args.host}:{args.port}: {getattr(exc, 'strerror', None) or exc}")
         with sock:
+            _announce_ready(args.host, args.port, started)
             ServiceSupervisor(config, sockets=[sock]).run()
         return 0
     server = uvicorn.Server(config)
-    server.run()
+    _announce_ready(args.host, args.port, started)
+    with progress_line(args):
+        server.run()
     return 0 if server.started else STARTUP_FAILURE
+
+
+def _say(message: str) -> None:
+    try:
+        sys.stderr.write(f"shortlist serve: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _announce_ready(host: str, port: int, started: float, *, poll_s: float = 0.1) -> threading.Thread:
+    """Say on stderr when ``/readyz`` first answers 200 (polled on loopback from a daemon thread)."""
+    import urllib.error
+    import urllib.request
+
+    local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    url = f"http://{_url_host(local)}:{port}/readyz"
+
+    def wait() -> None:
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:  # loopback, our own URL
+                    if response.status == 200:
+                        _say(f"ready on http://{_url_host(host)}:{port} after {time.monotonic() - started:.1f} s")
+                        return
+            except urllib.error.HTTPError as exc:
+                if exc.code not in (502, 503):  # answered, but not as readiness (a proxy, auth): listening
+                    _say(f"listening on http://{_url_host(host)}:{port} after {time.monotonic() - started:.1f} s")
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(poll_s)
+
+    thread = threading.Thread(target=wait, name="shortlist-serve-ready", daemon=True)
+    thread.start()
+    return thread
 
 
 def _check_start_up(settings: Any) -> None:

@@ -3,15 +3,26 @@
 It binds a catalog, a selector (by name, instance, or the runtime config's binding) and a
 narrowing policy, and answers :meth:`Shortlist.select` with a
 :class:`~shortlist.selection.TurnSelection` through :func:`~shortlist.selection.narrow`.
+
+Two things happen around a turn here, so every deployment gets them: the candidates carry
+the usage examples of a feedback log when one is bound (``examples=`` or the config's
+``selection.examples``), and a built-in ranker under a deadline (``selection.timeout_ms``,
+a selector's ``timeout_ms``) is warmed once per catalog *outside* it — the model load and
+the catalog's embedding are start-up work, not the turn's, so a cold first turn narrows
+instead of timing out. The deadline still bounds the turn's own work (the query).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.config import RuntimeConfig, load_runtime_config
+from shortlist.errors import ConfigError
 from shortlist.events import EventHook
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import (
@@ -28,6 +39,9 @@ from shortlist.selection.query import last_user_text
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
 from shortlist.types import Candidate, Query
 
+if TYPE_CHECKING:
+    from shortlist.feedback.store import FeedbackStore
+
 __all__ = ["DEFAULT", "Shortlist", "expand_tool_patterns", "policy_from_config"]
 
 
@@ -39,6 +53,9 @@ class _Default:
 #: Use the config's binding for the kind, else the built-in default selector.
 DEFAULT: Any = _Default()
 _INHERIT: Any = _Default()
+_WARMED_SLOTS = 64  # catalogs remembered as warmed per binding
+
+logger = logging.getLogger("shortlist.selection")
 
 
 def policy_from_config(config: RuntimeConfig) -> NarrowingPolicy:
@@ -66,6 +83,9 @@ class Shortlist:
         policy: the narrowing policy (default: from the config's ``spec.selection``).
         kind: the default kind of query (``"tool"`` or ``"skill"``).
         on_event: a hook called with every event of this object's turns.
+        examples: a feedback log (a :class:`~shortlist.feedback.FeedbackStore` or its file)
+            whose logged queries enrich the candidates as usage examples (default: the
+            config's ``selection.examples``, relative to the config file; None: none).
     """
 
     def __init__(
@@ -78,12 +98,14 @@ class Shortlist:
         policy: NarrowingPolicy | None = None,
         kind: str = "tool",
         on_event: EventHook | None = None,
+        examples: FeedbackStore | str | Path | None = None,
     ) -> None:
         source = None
         if isinstance(config, (str, Path)):
             source = str(config)
             config = load_runtime_config(config)
         self.config = config or RuntimeConfig()
+        _apply_cache_config(self.config)
         self.registry = SelectorRegistry(self.config, selectors=selectors, source=source)
         self.policy = policy or policy_from_config(self.config)
         self.kind = kind
@@ -95,6 +117,29 @@ class Shortlist:
         self.catalog: tuple[Candidate, ...] = tuple(catalog or ())
         self._selector_arg = selector
         self._owns_registry = True
+        self._warmed: dict[tuple[int, int], None] = {}
+        self._warm_lock = threading.Lock()
+        self._owns_examples = False
+        self.examples: FeedbackStore | None = None
+        configured = self.config.spec.selection.examples
+        if examples is None and configured:
+            where = Path(configured).expanduser()
+            if source is not None and not where.is_absolute():
+                where = Path(source).parent / where
+            examples = where
+        if examples is not None:
+            if isinstance(examples, (str, Path)):
+                from shortlist.feedback.store import FeedbackStore
+
+                if not Path(examples).is_file():
+                    raise ConfigError(
+                        f"examples: {examples}: no such feedback log (fill one with "
+                        "`shortlist feedback add|import --db PATH`)",
+                        source=source,
+                    )
+                self.examples, self._owns_examples = FeedbackStore(examples), True
+            else:
+                self.examples = examples
 
     def selector_for(self, kind: str) -> Selector | None:
         """The selector used for ``kind`` (resolved and initialised on first use)."""
@@ -137,6 +182,10 @@ class Shortlist:
         twin.catalog = tuple(self.catalog if catalog is None else catalog)
         twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
         twin._owns_registry = False
+        twin._warmed = self._warmed
+        twin._warm_lock = self._warm_lock
+        twin.examples = self.examples
+        twin._owns_examples = False
         return twin
 
     def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
@@ -165,9 +214,10 @@ class Shortlist:
             hooks: extra event hooks for this call (besides this object's ``on_event``).
         """
         q = self._query(query, kind, k)
-        return narrow(
-            self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=(*self._hooks, *hooks)
-        )
+        selector = self.selector_for(q.kind)
+        cands = self._candidates(candidates, q.kind)
+        self._warm_if_due(selector, q.kind, cands)
+        return narrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
 
     async def aselect(
         self,
@@ -180,12 +230,57 @@ class Shortlist:
     ) -> TurnSelection:
         """Async twin of :meth:`select`."""
         q = self._query(query, kind, k)
-        return await anarrow(
-            self.selector_for(q.kind), q, self._candidates(candidates), self.policy, hooks=(*self._hooks, *hooks)
-        )
+        selector = self.selector_for(q.kind)
+        cands = self._candidates(candidates, q.kind)
+        if self._warm_key(selector, cands) is not None:
+            await asyncio.to_thread(self._warm_if_due, selector, q.kind, cands)
+        return await anarrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
 
-    def _candidates(self, candidates: Sequence[Candidate] | None) -> Sequence[Candidate]:
-        return self.catalog if candidates is None else candidates
+    def enrich(self, candidates: Sequence[Candidate], *, kind: str | None = None) -> Sequence[Candidate]:
+        """``candidates`` with the bound feedback log's usage examples (themselves when none is bound)."""
+        if self.examples is not None and candidates:
+            return self.examples.enrich(candidates, kind=kind)
+        return candidates
+
+    def _candidates(self, candidates: Sequence[Candidate] | None, kind: str | None = None) -> Sequence[Candidate]:
+        return self.enrich(self.catalog if candidates is None else candidates, kind=kind)
+
+    # -- warm-up outside the deadline -------------------------------------------------------
+
+    def warm(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> None:
+        """Build the selector for ``kind`` and prepare it for ``candidates`` (default: the catalog).
+
+        A built-in ranker loads its model and indexes the candidates (one untimed ranking of
+        a stand-in query); other selectors are only built. Raises what building raises
+        (:class:`~shortlist.errors.ConfigError`); a failing ranking is logged, and the turn
+        that follows falls back observably as it would anyway.
+        """
+        kind = kind or self.kind
+        _warm_leaf(_ranker_leaf(self.selector_for(kind)), kind, self._candidates(candidates, kind))
+
+    def _warm_key(self, selector: Selector | None, cands: Sequence[Candidate]) -> tuple[int, int] | None:
+        """The key of (selector, catalog) when a warm-up is due: a ranker under a deadline, not yet warmed."""
+        if selector is None or not cands:
+            return None
+        if self.policy.timeout_s is None and not _has_deadline(selector):
+            return None
+        leaf = _ranker_leaf(selector)
+        if leaf is None:
+            return None
+        key = (id(leaf), hash(tuple((c.id, c.description, c.examples) for c in cands)))
+        return None if key in self._warmed else key
+
+    def _warm_if_due(self, selector: Selector | None, kind: str, cands: Sequence[Candidate]) -> None:
+        key = self._warm_key(selector, cands)
+        if key is None:
+            return
+        with self._warm_lock:
+            if key in self._warmed:
+                return
+            _warm_leaf(_ranker_leaf(selector), kind, cands)
+            self._warmed[key] = None
+            while len(self._warmed) > _WARMED_SLOTS:
+                del self._warmed[next(iter(self._warmed))]
 
     @property
     def hooks(self) -> tuple[EventHook, ...]:
@@ -196,9 +291,57 @@ class Shortlist:
         """Close the selectors this object built (external processes, connections)."""
         if self._owns_registry:
             self.registry.close()
+        if self._owns_examples and self.examples is not None:
+            self.examples.close()
 
     def __enter__(self) -> Shortlist:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _warm_leaf(leaf: Selector | None, kind: str, cands: Sequence[Candidate]) -> None:
+    """Rank a stand-in query with ``leaf`` (untimed): its model loads and ``cands`` are indexed."""
+    if leaf is None or not cands:
+        return
+    try:
+        leaf.select(Query(text="warm up", kind=kind), cands)
+    except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
+        logger.debug("warm-up of selector %s failed: %s", leaf.name, exc)
+
+
+def _ranker_leaf(selector: Selector | None) -> Selector | None:
+    """The built-in ranker inside ``selector``'s wrappers (timeout, breaker, fallback), or None."""
+    from shortlist.rankers.base import Ranker
+    from shortlist.selection.wrappers import WrapperSelector
+
+    seen = 0
+    while isinstance(selector, WrapperSelector) and seen < 16:
+        selector = selector.wrapped
+        seen += 1
+    return selector if isinstance(selector, Ranker) else None
+
+
+def _has_deadline(selector: Selector) -> bool:
+    """Whether a :class:`~shortlist.selection.wrappers.TimeoutSelector` wraps ``selector``'s ranker."""
+    from shortlist.selection.wrappers import TimeoutSelector, WrapperSelector
+
+    current: Selector = selector
+    for _ in range(16):
+        if isinstance(current, TimeoutSelector):
+            return True
+        if not isinstance(current, WrapperSelector):
+            return False
+        current = current.wrapped
+    return False
+
+
+def _apply_cache_config(config: RuntimeConfig) -> None:
+    """Make the config's ``spec.cache`` (directory, bound) this process's embedding cache settings."""
+    cache = config.spec.cache
+    if cache is None or (cache.dir is None and cache.max_mb is None):
+        return
+    from shortlist.embeddings.cache import configure_cache
+
+    configure_cache(directory=cache.dir, max_mb=cache.max_mb)
