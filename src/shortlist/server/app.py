@@ -24,7 +24,18 @@ from pydantic import BaseModel
 from shortlist.server.errors import install_error_handlers
 from shortlist.server.middleware import ServiceMiddleware
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import health, interop, memory, offer, reduce, retrieve, select, selectors
+from shortlist.server.routes import (
+    compat_cohere,
+    compat_tei,
+    health,
+    interop,
+    memory,
+    offer,
+    reduce,
+    retrieve,
+    select,
+    selectors,
+)
 from shortlist.server.routes import decisions as decision_routes
 from shortlist.server.settings import ServerSettings
 from shortlist.server.state import ServiceState
@@ -115,7 +126,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (select, offer, selectors, retrieve, reduce, memory, interop, health):
+    for module in (select, offer, selectors, retrieve, reduce, memory, interop, compat_cohere, compat_tei, health):
         app.include_router(module.router)
     app.include_router(decision_routes.router)  # GET /decisions, /v1/decisions: what the routes above decided
     app.add_middleware(ServiceMiddleware, max_body_bytes=settings.max_body_bytes, timeout_s=settings.request_timeout_s)

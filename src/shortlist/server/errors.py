@@ -41,14 +41,24 @@ class ApiError(Exception):
         code: a short machine-readable code (``unauthorized``, ``too_large``, …).
         message: what went wrong and, where possible, how to fix it.
         headers: extra response headers (``WWW-Authenticate`` on 401).
+        extra: more fields of the ``error`` object (OpenAI's ``type`` and ``param``).
     """
 
-    def __init__(self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.extra = extra or {}
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -64,7 +74,7 @@ def _json(status: int, code: str, message: str, headers: dict[str, str] | None =
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return _json(exc.status, exc.code, exc.message, exc.headers)
+    return _json(exc.status, exc.code, exc.message, exc.headers, **exc.extra)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

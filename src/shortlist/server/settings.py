@@ -105,7 +105,8 @@ class ServerSettings(BaseModel):
         max_candidates: most inline candidates in one selection request (413 above).
         max_texts: most texts in one embeddings or rerank request (413 above).
         request_timeout_s: a request still running after this answers 504.
-        embed_model: the name reported by ``/v1/embeddings`` and ``/v1/rerank``.
+        embed_model: the served embedding model's name on the compatibility routes (docs/compat.md);
+            a request naming another model is answered 404.
         corpus_path: documents for ``/v1/retrieve`` (a folder of ``.md``/``.txt`` or a JSONL file),
             indexed in memory at start-up (None: no corpus, the route answers 404).
         corpus_index: an index built by ``shortlist index build`` (an embedded folder, or a
@@ -130,7 +131,7 @@ class ServerSettings(BaseModel):
     memory_url: str = "memory:"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_candidates: int = Field(default=5000, ge=1)
-    max_texts: int = Field(default=256, ge=1)
+    max_texts: int = Field(default=2048, ge=1)
     request_timeout_s: float = Field(default=30.0, gt=0)
     embed_model: str = "all-MiniLM-L6-v2"
     corpus_path: str | None = None
