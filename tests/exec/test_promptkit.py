@@ -342,3 +342,45 @@ def test_forwarded_to_a_running_service_over_http(tmp_path: Path) -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(40)
+
+
+@pytest.mark.slow
+def test_autostart_starts_a_daemon_that_the_next_call_uses(tmp_path: Path) -> None:
+    sock = tmp_path / "auto.sock"
+    raw = TOOLS_200.read_bytes()
+    env = {ENV_SOCKET: str(sock)}
+    first = spawn(raw, "--selector", "bm25", "--autostart", env=env)
+    assert first.returncode == 0, first.stderr.decode()
+    assert b"exec.forward_failed" in first.stderr and b"daemon started (pid " in first.stderr
+    pid = int(first.stderr.split(b"daemon started (pid ", 1)[1].split(b",", 1)[0])
+    try:
+        assert go_unmarshal_selected(first.stdout)  # this call answered in-process
+        log = Path(f"{sock}.log")
+        assert wait_until(lambda: log.exists() and b"listening on" in log.read_bytes(), seconds=120)
+        second = spawn(raw, "--selector", "bm25", "--autostart", env=env)
+        assert second.returncode == 0, second.stderr.decode()
+        assert b"exec.forward_failed" not in second.stderr
+        assert go_unmarshal_selected(second.stdout) == go_unmarshal_selected(first.stdout)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    assert wait_until(lambda: not sock.exists(), seconds=30)
+
+
+@pytest.mark.slow
+def test_idle_daemon_stops_and_removes_its_socket(tmp_path: Path) -> None:
+    sock = tmp_path / "idle.sock"
+    log = tmp_path / "idle.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [SHORTLIST, "exec-selector", "--daemon", str(sock), "--selector", "bm25", "--idle-timeout", "1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        assert proc.wait(120) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert b"listening on" in log.read_bytes()
+    assert not sock.exists()

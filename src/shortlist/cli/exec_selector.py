@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     import argparse
 
 __all__ = [
+    "AUTOSTART_IDLE_S",
     "DEFAULT_SELECTOR_NAME",
     "ENV_API_KEY",
+    "ENV_AUTOSTART",
     "ENV_SOCKET",
     "ENV_URL",
     "FORWARD_TIMEOUT_S",
@@ -38,6 +40,10 @@ ENV_API_KEY = "SHORTLIST_API_KEY"
 DEFAULT_SELECTOR_NAME = "hybrid"
 #: How long a forwarded call may take before the spawned process answers in-process instead.
 FORWARD_TIMEOUT_S = 10.0
+#: ``1``: a spawned call that finds no daemon on its socket starts one (as ``--autostart``).
+ENV_AUTOSTART = "SHORTLIST_EXEC_AUTOSTART"
+#: How long an auto-started daemon waits for a request before it stops.
+AUTOSTART_IDLE_S = 900.0
 
 _VALUE_FLAGS = {"--selector": "selector", "--config": "config", "--connect": "connect", "--url": "url"}
 
@@ -69,6 +75,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--url", metavar="URL", default=None, help=f"forward to a `shortlist serve` at URL (default: ${ENV_URL})"
     )
+    parser.add_argument(
+        "--autostart",
+        action="store_true",
+        help=f"no daemon on the --connect socket: start one in the background (it stops after "
+        f"{AUTOSTART_IDLE_S:.0f} s idle); this call answers in-process (default: ${ENV_AUTOSTART}=1)",
+    )
+    parser.add_argument(
+        "--idle-timeout", type=float, default=None, metavar="S", help="--daemon: stop after S seconds without a request"
+    )
     parser.set_defaults(func=_run)
 
 
@@ -76,11 +91,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.daemon:
         from shortlist.exec.daemon import run_daemon
 
-        return run_daemon(args.daemon, selector=args.selector, config=args.config)
+        return run_daemon(args.daemon, selector=args.selector, config=args.config, idle_timeout_s=args.idle_timeout)
     from shortlist.exec.server import run_exec_selector
 
     if not args.worker:
-        code = _forward(args.selector, args.config, args.connect, args.url)
+        code = _forward(args.selector, args.config, args.connect, args.url, autostart=args.autostart)
         if code is not None:
             return code
     return run_exec_selector(selector=args.selector, config=args.config, worker=args.worker)
@@ -92,6 +107,10 @@ def _scan(argv: list[str]) -> dict[str, str] | None:
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg == "--autostart":
+            opts["autostart"] = "1"
+            i += 1
+            continue
         flag, eq, value = arg.partition("=")
         if flag not in _VALUE_FLAGS:
             return None
@@ -115,11 +134,15 @@ def forward_fast(argv: list[str]) -> int | None:
     opts = _scan(argv)
     if opts is None:
         return None
-    return _forward(opts.get("selector"), opts.get("config"), opts.get("connect"), opts.get("url"))
+    selector, config = opts.get("selector"), opts.get("config")
+    return _forward(selector, config, opts.get("connect"), opts.get("url"), autostart="autostart" in opts)
 
 
-def _forward(selector: str | None, config: str | None, connect: str | None, url: str | None) -> int | None:
+def _forward(
+    selector: str | None, config: str | None, connect: str | None, url: str | None, *, autostart: bool = False
+) -> int | None:
     """Forward stdin to the configured target; answer in-process when it fails. None: no target configured."""
+    autostart = autostart or os.environ.get(ENV_AUTOSTART, "").strip() == "1"
     connect = connect or os.environ.get(ENV_SOCKET) or None
     url = url or os.environ.get(ENV_URL) or None
     if not connect and not url:
@@ -130,7 +153,10 @@ def _forward(selector: str | None, config: str | None, connect: str | None, url:
         try:
             status, body = _via_socket(connect, raw, selector, config)
         except (OSError, ValueError) as exc:
-            failures.append(("socket", connect, f"{type(exc).__name__}: {exc}"))
+            reason = f"{type(exc).__name__}: {exc}"
+            if autostart and isinstance(exc, (FileNotFoundError, ConnectionRefusedError)):
+                reason += f"; {_start_daemon(connect, selector, config)}"
+            failures.append(("socket", connect, reason))
         else:
             if status != b"!":
                 return _deliver(status == b"+", body)
@@ -173,6 +199,26 @@ def _via_socket(path: str, raw: bytes, selector: str | None, config: str | None)
     if not reply or reply[:1] not in (b"+", b"-", b"!"):
         raise ValueError("the daemon closed the connection without an answer")
     return reply[:1], reply[1:]
+
+
+def _start_daemon(path: str, selector: str | None, config: str | None) -> str:
+    """Start ``exec-selector --daemon path`` detached (its own session, no inherited pipes); say what happened."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "shortlist.cli", "exec-selector", "--daemon", path]
+    cmd += ["--idle-timeout", str(AUTOSTART_IDLE_S)]
+    if selector:
+        cmd += ["--selector", selector]
+    if config:
+        cmd += ["--config", os.path.realpath(config)]
+    try:
+        with open(f"{path}.log", "ab") as log:  # not our stdout/stderr: the caller must not wait on the daemon
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            )
+    except OSError as exc:
+        return f"daemon not started: {type(exc).__name__}: {exc}"
+    return f"daemon started (pid {proc.pid}, log {path}.log)"
 
 
 def _via_http(url: str, raw: bytes, selector: str | None) -> tuple[int, bytes]:

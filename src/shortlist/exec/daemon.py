@@ -18,7 +18,8 @@ Framing (local, one request per connection):
   in-process instead.
 
 The socket is created with mode 0600 (only its user may connect); a stale socket file is
-replaced, a live one refused.
+replaced, a live one refused. With an idle timeout the daemon stops (and removes its socket)
+after that long without a request; a spawned call started with ``--autostart`` starts one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import signal
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -67,12 +69,16 @@ class ExecDaemon:
             whose config differs is refused (it answers in-process).
     """
 
-    def __init__(self, registry: SelectorRegistry, *, default: str, config: str | None) -> None:
+    def __init__(
+        self, registry: SelectorRegistry, *, default: str, config: str | None, idle_timeout_s: float | None = None
+    ) -> None:
         self.registry = registry
         self.default = default
         self.config = config
+        self.idle_timeout_s = idle_timeout_s
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self.served = 0
+        self.last_used = time.monotonic()
 
     def warm(self) -> None:
         """Resolve the default selector and run it once, so the first client does not pay the model load."""
@@ -117,6 +123,7 @@ class ExecDaemon:
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
+                daemon.last_used = time.monotonic()
                 conn: socket.socket = self.request
                 conn.settimeout(60.0)
                 try:
@@ -132,6 +139,7 @@ class ExecDaemon:
                     status, out = daemon.handle(header, body)
                 with contextlib.suppress(OSError):
                     conn.sendall(status + out)
+                daemon.last_used = time.monotonic()
 
         old_umask = os.umask(0o177)
         try:
@@ -140,6 +148,8 @@ class ExecDaemon:
             os.umask(old_umask)
         server.daemon_threads = True
         self._server = server
+        if self.idle_timeout_s:
+            threading.Thread(target=self._stop_when_idle, args=(server, self.idle_timeout_s), daemon=True).start()
         try:
             with _stop_on_signals(server):
                 if on_ready is not None:
@@ -149,6 +159,14 @@ class ExecDaemon:
             server.server_close()
             with contextlib.suppress(FileNotFoundError):
                 sock_path.unlink()
+
+    def _stop_when_idle(self, server: socketserver.BaseServer, idle_s: float) -> None:
+        while True:
+            time.sleep(min(1.0, idle_s))
+            if time.monotonic() - self.last_used > idle_s:
+                logger.info("exec daemon idle for %.0f s: stopping", idle_s)
+                server.shutdown()
+                return
 
     def shutdown(self) -> None:
         """Stop :meth:`serve` (from another thread)."""
@@ -206,8 +224,12 @@ def _stop_on_signals(server: socketserver.BaseServer) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_daemon(path: str, *, selector: str | None = None, config: str | None = None) -> int:
+def run_daemon(
+    path: str, *, selector: str | None = None, config: str | None = None, idle_timeout_s: float | None = None
+) -> int:
     """Serve ``selector`` (and the config's other selectors) on the UNIX socket ``path`` until stopped.
+
+    ``idle_timeout_s``: stop after that long without a request (None or 0: never).
 
     Returns:
         The exit code (0 after SIGTERM/SIGINT).
@@ -224,7 +246,9 @@ def run_daemon(path: str, *, selector: str | None = None, config: str | None = N
     runtime = load_runtime_config(config_path) if config_path else None
     registry = SelectorRegistry(runtime, source=config_path)
     try:
-        daemon = ExecDaemon(registry, default=selector or DEFAULT_SELECTOR, config=config_path)
+        daemon = ExecDaemon(
+            registry, default=selector or DEFAULT_SELECTOR, config=config_path, idle_timeout_s=idle_timeout_s
+        )
         daemon.warm()
         daemon.serve(path, on_ready=lambda: sys.stderr.write(f"shortlist exec daemon listening on {path}\n"))
     finally:
