@@ -303,7 +303,11 @@ class DefaultEmbedder(Embedder):
             report("loading the embedding model", 0, None)
             ort, tokenizer_cls = _import_runtime()
             model_path, tokenizer_path = self._paths()
-            _verify_sha256(model_path, self._model_sha)
+            optimized = self._optimized_path(ort) if self.optimized_model_cache else None
+            if self._model_path is None and optimized is not None and optimized.is_file() and model_path.is_file():
+                pass  # the graph was derived from the packaged file once verified; that file is not read again
+            else:
+                _verify_sha256(model_path, self._model_sha)
             _verify_sha256(tokenizer_path, self._tokenizer_sha)
             try:
                 if self._tokenizer is None:
@@ -366,7 +370,10 @@ class DefaultEmbedder(Embedder):
         directory = cache_dir()
         if directory is None:
             return None
-        model_sha = (self._model_sha or _file_sha256(self._paths()[0]))[:16]
+        # keyed by the file's content: the pinned sha256 of the packaged file (checked when the graph is
+        # made), the actual sha256 of a file given as model_path
+        packaged = self._model_path is None and self._model_sha is not None
+        model_sha = (self._model_sha if packaged and self._model_sha else _file_sha256(self._paths()[0]))[:16]
         return directory / "models" / f"minilm-{model_sha}-ort{ort.__version__}.onnx"
 
     def _forward(self, texts: Sequence[str], threads: int) -> Vectors:
