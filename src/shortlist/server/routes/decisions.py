@@ -70,7 +70,10 @@ async def decisions_json(request: Request, _: Annotated[KeyPolicy, Depends(requi
 
 
 @router.get(
-    "/decisions", summary="Recent decisions and circuit breakers (a read-only page)", response_class=HTMLResponse
+    "/decisions",
+    summary="Recent decisions and circuit breakers (a read-only page)",
+    # errors stay JSON like every route's; only the page itself is HTML
+    responses={200: {"description": "The page", "content": {"text/html": {"schema": {"type": "string"}}}}},
 )
 async def decisions_page(
     request: Request,
