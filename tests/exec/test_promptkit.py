@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from shortlist.errors import ConfigError
 from shortlist.exec.daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
 from shortlist.exec.protocol import decode_request, selector_k
 from shortlist.exec.server import answer
+from shortlist.selection.base import FunctionSelector
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry, create_builtin_selector
 from shortlist.types import Candidate, Query
 
@@ -100,21 +101,26 @@ def test_selector_k_rule(k: int, expected: int) -> None:
     assert selector_k(Query("x", k=k), CANDS).k == expected
 
 
+def own_cut(query: Query, candidates: Sequence[Candidate]) -> list[str]:
+    """A selector whose own cut is 10 (as a ranker's ``top_k``): ``k`` when given, else 10."""
+    return [c.id for c in candidates][: query.k or 10]
+
+
 def test_tool_path_k_equal_to_the_list_gets_the_selectors_own_cut() -> None:
-    raw = tool_request()
-    selector = create_builtin_selector("bm25")
-    selected = json.loads(answer(selector, raw)[0])["selected"]
-    query, candidates, _ = decode_request(raw)
-    assert 0 < len(selected) < 200
-    assert tuple(selected) == selector.select(query, candidates).selected
-    assert tuple(selected) != selector.select(Query(query.text, k=200), candidates).selected  # the old behaviour
+    selected = json.loads(answer(FunctionSelector(own_cut), tool_request())[0])["selected"]
+    assert selected == ids_of(tool_request())[:10]  # not all 200, as K = 200 read literally would give
+
+
+def test_skill_path_k_zero_gets_the_selectors_own_cut() -> None:
+    selected = json.loads(answer(FunctionSelector(own_cut), skill_request())[0])["selected"]
+    assert selected == ids_of(skill_request())[:10]
 
 
 def test_explicit_smaller_k_stays_authoritative() -> None:
     doc = json.loads(tool_request())
     doc["query"]["K"] = 3
-    selected = json.loads(answer(create_builtin_selector("bm25"), json.dumps(doc))[0])["selected"]
-    assert len(selected) == 3
+    selected = json.loads(answer(FunctionSelector(own_cut), json.dumps(doc))[0])["selected"]
+    assert selected == ids_of(tool_request())[:3]
 
 
 def test_http_twin_decodes_k_the_same_way() -> None:
