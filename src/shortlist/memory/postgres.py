@@ -10,6 +10,18 @@ id serialise on the row (no explicit lock, no delete + insert). Recall uses Post
 search (``english`` configuration: stemming, stopwords) with the query's content words joined by
 OR, ranked by ``ts_rank`` then insertion order. Expiry is enforced in every read.
 
+**Recall by meaning** (pgvector): given an ``embedder`` (or ``?embedder=NAME`` in the URL: ``default``
+for the offline MiniLM, ``hashing``), the store adds an ``embedding vector`` column and an
+``embedding_model`` column (``CREATE EXTENSION vector`` on first use), each save stores the content's
+vector in the same single upsert statement, and recall returns the full-text matches first (by
+``ts_rank``, ties by similarity), then the scope's memories that share no word with the query but
+whose cosine similarity is at least ``min_similarity``, most similar first, so "what does the user
+drink" finds "likes green tea". Meaning extends recall and never demotes a memory that shares words
+with the query (the store contract's OR semantics and ranking hold). Similarities are computed
+exactly inside the scope (``WHERE scope_key = …``: a scope holds few memories, and nothing crosses
+scopes). A store without an embedder on such a database writes NULL vectors (a replaced
+memory never keeps a stale one) and recalls by words only. Without pgvector nothing changes.
+
 Connections come from a small built-in pool; a broken connection is discarded together with the
 idle ones (after a database restart they are all dead), so the store recovers by itself. While
 the database is unreachable every operation raises :class:`MemoryStoreUnavailable` (HTTP 503 in
@@ -27,7 +39,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from shortlist.errors import MemoryStoreFull, MemoryStoreUnavailable, MemoryValueError, MissingDependencyError
+from shortlist.embeddings.base import Embedder
+from shortlist.errors import (
+    ConfigError,
+    MemoryStoreFull,
+    MemoryStoreUnavailable,
+    MemoryValueError,
+    MissingDependencyError,
+)
 
 try:
     import psycopg
@@ -90,6 +109,34 @@ _UPSERT = (
     " turn_end = EXCLUDED.turn_end, accessed_at = EXCLUDED.accessed_at, expires_at = EXCLUDED.expires_at"
     " RETURNING created_at"
 )
+
+
+_UPSERT_VECTOR = (
+    _UPSERT.replace(", expires_at)", ", expires_at, embedding, embedding_model)", 1)
+    .replace("%s, %s)", "%s, %s, %s::vector, %s)", 1)
+    .replace(
+        " expires_at = EXCLUDED.expires_at",
+        " expires_at = EXCLUDED.expires_at, embedding = EXCLUDED.embedding, embedding_model = EXCLUDED.embedding_model",
+        1,
+    )
+)
+
+
+def _split_embedder(dsn: str) -> tuple[str, str | None]:
+    """Take an ``embedder=NAME`` parameter out of a URL (libpq refuses parameters it does not know)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    if "embedder=" not in dsn or "://" not in dsn:
+        return dsn, None
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    name = next((v for k, v in query if k == "embedder"), None)
+    rest = urlencode([(k, v) for k, v in query if k != "embedder"])
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), name
+
+
+def _literal(vector: Any) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 def _params(key: str, m: Memory) -> tuple[Any, ...]:
@@ -157,21 +204,45 @@ class PostgresMemoryStore(MemoryStore):
     """A memory store in PostgreSQL, shared by every worker and replica.
 
     Args:
-        dsn: a libpq connection string or URL (``postgresql://user@host:port/db``).
+        dsn: a libpq connection string or URL (``postgresql://user@host:port/db``); an ``embedder=NAME``
+            URL parameter (``default``, ``hashing``) sets ``embedder``.
         pool_size: the most idle connections kept open.
         connect_timeout: seconds to wait for a connection.
+        embedder: embeds memories and queries for recall by meaning (needs pgvector on the server).
+        min_similarity: the least cosine similarity a memory needs to be recalled by meaning alone.
 
     Raises:
         MemoryStoreUnavailable: the database cannot be reached to run the migrations.
+        ConfigError: an embedder is given and the server has no pgvector.
     """
 
-    def __init__(self, dsn: str, *, pool_size: int = 16, connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 16,
+        connect_timeout: float = 5.0,
+        embedder: Embedder | None = None,
+        min_similarity: float = 0.35,
+    ) -> None:
+        dsn, name = _split_embedder(dsn)
+        if embedder is None and name:
+            from shortlist.retrieval.backends.opening import embedder_by_name
+
+            embedder = embedder_by_name(name)
         self.dsn = dsn
+        self.embedder = embedder
+        self.min_similarity = float(min_similarity)
+        self._vectors = False  # whether the table has the embedding columns
         self._connect_timeout = connect_timeout
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue(maxsize=pool_size)
         self._closed = False
         self._lock = threading.Lock()
-        self.migrate()
+        try:
+            self.migrate()
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -256,6 +327,21 @@ class PostgresMemoryStore(MemoryStore):
             for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
                 conn.execute(sql.encode())  # several statements: sent as one simple query
                 conn.execute("INSERT INTO shortlist_schema_migrations (version) VALUES (%s)", (version,))
+            if self.embedder is not None:
+                try:
+                    with conn.transaction():
+                        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except psycopg.Error as exc:
+                    raise ConfigError(
+                        f"recall by meaning needs pgvector on the memory database ({_first_line(exc)})"
+                    ) from exc
+                conn.execute("ALTER TABLE shortlist_memories ADD COLUMN IF NOT EXISTS embedding vector")
+                conn.execute("ALTER TABLE shortlist_memories ADD COLUMN IF NOT EXISTS embedding_model TEXT")
+            found = conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = 'shortlist_memories'"
+                " AND column_name = 'embedding'"
+            ).fetchone()
+            self._vectors = found is not None
             return len(MIGRATIONS) - current
 
     def close(self) -> None:
@@ -272,8 +358,15 @@ class PostgresMemoryStore(MemoryStore):
             raise MemoryValueError(f"{_NUL_MESSAGE}: found one in the memory (id, type, content, scope or metadata)")
         now = datetime.now(UTC)
         stored = stamp(memory, None, now)
+        if self._vectors:  # one statement still: the vector (or NULL) is written with the row
+            vector, model = None, None
+            if self.embedder is not None:
+                vector, model = _literal(self.embedder.embed([memory.content])[0]), self.embedder.model_name
+            sql, params = _UPSERT_VECTOR, (*_params(key, stored), vector, model)
+        else:
+            sql, params = _UPSERT, _params(key, stored)
         with self._conn() as conn:
-            row = conn.execute(_UPSERT, _params(key, stored)).fetchone()
+            row = conn.execute(sql, params).fetchone()
         if row is not None and row[0] != stored.created_at:  # replaced: the first save's created_at stays
             stored = stamp(memory, Memory("x", "", created_at=row[0]), now)
         return stored
@@ -311,6 +404,16 @@ class PostgresMemoryStore(MemoryStore):
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM shortlist_memories WHERE scope_key = %s{where} ORDER BY pk LIMIT %s",
                     (key, *params, limit),
+                ).fetchall()
+            elif self.embedder is not None and self._vectors:
+                vector = _literal(self.embedder.embed([query])[0])
+                rows = conn.execute(
+                    "WITH q AS (SELECT websearch_to_tsquery('english', %s) AS tsq)"
+                    f" SELECT {_COLUMNS} FROM (SELECT *, tsv @@ q.tsq AS hit, ts_rank(tsv, q.tsq) AS rank,"
+                    " CASE WHEN embedding_model = %s THEN 1 - (embedding <=> %s::vector) END AS sim"
+                    f" FROM shortlist_memories, q WHERE scope_key = %s{where}) m"
+                    " WHERE hit OR sim >= %s ORDER BY hit DESC, rank DESC, sim DESC NULLS LAST, pk LIMIT %s",
+                    (" or ".join(words), self.embedder.model_name, vector, key, *params, self.min_similarity, limit),
                 ).fetchall()
             else:
                 rows = conn.execute(
