@@ -538,9 +538,9 @@ def _misses_text(misses: dict[str, list[Any]], limit: int, k: int) -> str:
         lines.append(f"misses of {name}: {len(ms):,} (gold not all in the top {k}, or a no-tool query not abstained)")
         for m in ms[:limit]:
             rank = "-" if m.gold_rank is None else str(m.gold_rank)
-            lines.append(f"  [{m.kind}] {m.qid}: {_cut(m.query, 80)}")
-            lines.append(_cut(f"    gold {', '.join(m.gold) or '(none)'} (rank {rank})", 99))
-            lines.append(_cut(f"    ranked {', '.join(m.ranked[:k])}", 99))
+            lines.append(_cut(f"  [{m.kind}] {m.qid}: {m.query}", 100))
+            lines.append(_cut(f"    gold {', '.join(m.gold) or '(none)'} (rank {rank})", 100))
+            lines.append(_cut(f"    ranked {', '.join(m.ranked[:k])}", 100))
         if len(ms) > limit:
             lines.append(f"  … {len(ms) - limit:,} more")
     return "\n".join(lines)
