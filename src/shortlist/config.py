@@ -262,6 +262,29 @@ class CacheConfig(_Strict):
     max_mb: int | None = Field(default=None, ge=1)
 
 
+class EnrichmentConfig(_Strict):
+    """``spec.enrichment`` (shortlist's own): the host's model writes example requests per tool (``docs/enrichment.md``).
+
+    Used by ``shortlist catalog enrich``; the requests go to the feedback log of
+    ``selection.examples`` (or ``db``). Off when absent.
+    """
+
+    #: the model's OpenAI-compatible API root, e.g. ``http://127.0.0.1:8000/v1``
+    base_url: str | None = None
+    #: the model name sent to the endpoint
+    model: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    #: instead of an endpoint: ``module:attribute`` of a ``prompt -> str`` callable or a ChatModel
+    callable: str | None = None
+    #: the feedback log to write (default: ``selection.examples``), relative to this file
+    db: str | None = None
+    examples: int = Field(default=10, ge=2)
+    concurrency: int = Field(default=4, ge=1)
+    tools_per_request: int = Field(default=1, ge=1)
+    retries: int = Field(default=3, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
 class RuntimeSpec(BaseModel):
     """``spec``: providers, sandboxes, selectors and their bindings."""
 
@@ -274,6 +297,7 @@ class RuntimeSpec(BaseModel):
     tool_selector: str | None = None
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     cache: CacheConfig | None = None
+    enrichment: EnrichmentConfig | None = None
 
     @model_validator(mode="after")
     def _known_sections(self) -> RuntimeSpec:

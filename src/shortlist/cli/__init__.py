@@ -27,6 +27,7 @@ _COMMANDS = (
     "exec_selector",
     "eval",
     "feedback",
+    "catalog",
     "index",
     "cache",
     "reduce",
