@@ -55,6 +55,8 @@ def test_token_array_inputs_are_decoded_with_cl100k(server_factory: Any) -> None
         assert many.json()["usage"]["prompt_tokens"] == len(ids[0]) + len(ids[1])
         one = c.post("/v1/embeddings", json={"input": ids[0]}).json()
         assert len(one["data"]) == 1 and np.allclose(one["data"][0]["embedding"], want[0], atol=1e-6)
+        floats = c.post("/v1/embeddings", json={"input": [[float(t) for t in ids[0]]]}).json()  # JSON's 3.0 is 3
+        assert np.allclose(floats["data"][0]["embedding"], want[0], atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,9 @@ MAX_TOKEN_ID = 100255
 
 
 def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    # JSON Schema counts 3.0 as an integer, so an integral float is a token id too
+    integral = isinstance(value, float) and value.is_integer()
+    return integral or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _check_id(token: int, where: str) -> None:
@@ -88,8 +90,8 @@ def _check_input(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
                 raise PydanticCustomError(
                     "input_mixed", f"input[{i}] is {type(item).__name__}: a token array must hold only integers"
                 )
-            _check_id(item, f"input[{i}]")
-        return value
+            _check_id(int(item), f"input[{i}]")
+        return [int(item) for item in value]
     if isinstance(first, list):
         for i, item in enumerate(value):
             if not isinstance(item, list):
@@ -103,8 +105,8 @@ def _check_input(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
                     raise PydanticCustomError(
                         "input_mixed", f"input[{i}][{j}] is {type(token).__name__}: token ids are integers"
                     )
-                _check_id(token, f"input[{i}][{j}]")
-        return value
+                _check_id(int(token), f"input[{i}][{j}]")
+        return [[int(token) for token in item] for item in value]
     raise PydanticCustomError("input_type", f"input[0] is {type(first).__name__}: input must be {_INPUT_KINDS}")
 
 
