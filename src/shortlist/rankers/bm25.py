@@ -211,9 +211,11 @@ class Bm25Ranker(Ranker):
     # -- scoring --------------------------------------------------------------------------
 
     def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
-        """The top ``k`` by BM25, never padded with candidates that share no term with the query.
+        """The top ``k`` by BM25, not padded with candidates that share no term with the query.
 
-        When none shares a term, the ranker abstains (nothing fits: ``on_abstain`` decides).
+        When no candidate shares a term, the answer is left as ranked (every score 0.0), so that
+        the ranking view of an evaluation still sees a best score of 0 (abstention thresholds and
+        their curve need it); a ``min_score`` abstains on it.
         """
         selection = super().select(query, candidates)
         if selection.abstained or selection.scores is None:
@@ -222,7 +224,7 @@ class Bm25Ranker(Ranker):
         if len(keep) == len(selection.selected):
             return selection
         if not keep:
-            return Selection(reason="abstained: no candidate shares a term with the query", abstained=True)
+            return selection
         return Selection(tuple(i for i, _ in keep), reason=selection.reason, scores=tuple(s for _, s in keep))
 
     def score(self, query: Query, candidates: Sequence[Candidate]) -> Scores:
