@@ -255,8 +255,14 @@ def test_compat_routes_need_the_api_key(server_factory: Any) -> None:
                 assert good.request(method, path, json=body).status_code == 200, path
 
 
-@pytest.mark.parametrize("protocol", ["default", "cohere"])
-def test_rerank_endpoint_is_consumed_by_rerank_ranker(server_factory: Any, protocol: str) -> None:
+# TEI's body has no top_n (the ranker sends none): it answers every text and the ranker cuts to k
+@pytest.mark.parametrize(
+    ("protocol", "path", "answered"),
+    [("default", "/v1/rerank", 2), ("cohere", "/v2/rerank", 2), ("voyage", "/v1/rerank", 2), ("tei", "/rerank", 4)],
+)
+def test_rerank_endpoint_is_consumed_by_rerank_ranker(
+    server_factory: Any, protocol: str, path: str, answered: int
+) -> None:
     rerank = pytest.importorskip("shortlist.rankers.rerank", reason="the rerank ranker is not in this build")
     candidates = [
         Candidate("get_weather", description="Get the weather forecast for a city"),
@@ -266,10 +272,10 @@ def test_rerank_endpoint_is_consumed_by_rerank_ranker(server_factory: Any, proto
     ]
     events: list[Event] = []
     with server_factory() as srv:
-        ranker = rerank.RerankRanker(url=f"{srv.url}/v1/rerank", protocol=protocol, first_stage="bm25", top_k=2)
+        ranker = rerank.RerankRanker(url=f"{srv.url}{path}", protocol=protocol, first_stage="bm25", top_k=2)
         documents = [f"{c.name}: {c.description}" for c in candidates]
         pairs = ranker.remote("I need a plane ticket to Rome", documents, 2)
-        assert pairs[0][0] == 3 and len(pairs) == 2
+        assert pairs[0][0] == 3 and len(pairs) == answered
         with event_hooks(events.append):
             sel = ranker.select(Query("I need a plane ticket to Rome", k=2), candidates)
         ranker.close()

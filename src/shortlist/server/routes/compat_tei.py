@@ -33,8 +33,6 @@ RERANKER_PREFIX = "/tei/reranker"
 
 router = compat_router(tags=["tei"])
 
-_MAX_INPUT_TOKENS = 256  # what the default model was trained on; longer inputs are cut
-
 
 def _check_inputs(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """A text or a non-empty list of texts, with a message that names what else was sent."""
@@ -97,6 +95,8 @@ def _info(request: Request, model_type: dict[str, Any]) -> dict[str, Any]:
 
     state = state_of(request)
     limit = state.settings.max_texts
+    length = getattr(state.embedder(), "max_length", None)  # the default model's cut, in word pieces
+    max_input = length if isinstance(length, int) else None
     return {
         "model_id": served_models(state)[0],
         "model_sha": None,
@@ -106,8 +106,8 @@ def _info(request: Request, model_type: dict[str, Any]) -> dict[str, Any]:
         "default_prompt_name": None,
         "default_prompt": None,
         "max_concurrent_requests": state.settings.selection_threads,
-        "max_input_length": _MAX_INPUT_TOKENS,
-        "max_batch_tokens": limit * _MAX_INPUT_TOKENS,
+        "max_input_length": max_input,
+        "max_batch_tokens": limit * max_input if max_input else None,
         "max_batch_requests": None,
         "max_client_batch_size": limit,
         "auto_truncate": True,
