@@ -7,8 +7,10 @@ Measured: ``shortlist select`` on the bundled 38-tool catalog and on MetaTool's 
 ``--selector embedding`` and ``--selector bm25``; ``shortlist index query`` on an index of the
 repository's ``docs/``; and ``shortlist serve``'s time until ``/readyz`` answers 200.
 
-Every figure is the median wall time of ``--repeat`` runs (the cold one is a single run per
-repeat, each with a new cache folder). The machine is noisy: compare ratios within one run
+Every figure is the median of ``--repeat`` rounds; a round runs every command once cold (a new
+cache folder) and once warm, one command after the other, so a ratio compares runs made at the
+same time. Each figure has its wall time and its CPU time (user + system of the process, less
+sensitive to what else the machine runs). The machine is noisy: compare ratios within one run
 (``warm / bm25``), not absolute times across runs.
 
     OMP_NUM_THREADS=1 python bench/bench_cold_start.py [--repeat 3] [--json OUT] [--only select]
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -47,7 +50,13 @@ def _env(src: Path, cache: Path) -> dict[str, str]:
     return env
 
 
-def _cli(src: Path, cache: Path, args: list[str]) -> float:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cli(src: Path, cache: Path, args: list[str]) -> tuple[float, float]:
+    cpu = _cpu()
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "shortlist.cli", *args],
@@ -59,7 +68,7 @@ def _cli(src: Path, cache: Path, args: list[str]) -> float:
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"shortlist {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return elapsed
+    return elapsed, _cpu() - cpu
 
 
 def _free_port() -> int:
@@ -68,8 +77,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(src: Path, cache: Path, catalog: Path) -> float:
+def _serve(src: Path, cache: Path, catalog: Path) -> tuple[float, float]:
     port = _free_port()
+    cpu = _cpu()
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(port), "--catalog", f"tools={catalog}"],
@@ -85,11 +95,13 @@ def _serve(src: Path, cache: Path, catalog: Path) -> float:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
                     if r.status == 200:
-                        return time.perf_counter() - start
+                        ready = time.perf_counter() - start
+                        break
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.05)
-        raise SystemExit("serve not ready within 300 s")
+        else:
+            raise SystemExit("serve not ready within 300 s")
     finally:
         proc.terminate()
         try:
@@ -97,19 +109,18 @@ def _serve(src: Path, cache: Path, catalog: Path) -> float:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    return ready, _cpu() - cpu  # CPU: start-up plus shutdown, of the process (not its threads' idle time)
 
 
-def _measure(run: Any, repeat: int, tmp: Path) -> dict[str, float]:
-    """Median cold (fresh cache folder each time) and warm (the folder of the last cold run) seconds."""
-    cold: list[float] = []
-    warm: list[float] = []
-    for i in range(repeat):
-        cache = tmp / f"cache-{time.monotonic_ns()}-{i}"
-        cold.append(run(cache))
-        warm.append(run(cache))
-    for _ in range(max(0, repeat - 1)):
-        warm.append(run(cache))
-    return {"cold_s": round(statistics.median(cold), 3), "warm_s": round(statistics.median(warm), 3)}
+def _summary(runs: list[tuple[str, float, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for phase in ("cold", "warm"):
+        walls = [w for p, w, _ in runs if p == phase]
+        cpus = [c for p, _, c in runs if p == phase]
+        if walls:
+            out[f"{phase}_s"] = round(statistics.median(walls), 3)
+            out[f"{phase}_cpu_s"] = round(statistics.median(cpus), 3)
+    return out
 
 
 def main() -> None:
@@ -122,42 +133,49 @@ def main() -> None:
     if not METATOOL.is_file():
         raise SystemExit(f"{METATOOL} is missing (the MetaTool catalog, next to the repository)")
     only = set(args.only or ["select", "index", "serve"])
-    results: dict[str, dict[str, float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="bench-cold-"))
+    commands: dict[str, Any] = {}
+    if "select" in only:
+        for label, catalog in (("38", None), ("199", METATOOL)):
+            for selector in ("default", "embedding", "bm25"):
+                argv = ["select", QUERY, "--json"]
+                if catalog is not None:
+                    argv += ["--catalog", str(catalog)]
+                if selector != "default":
+                    argv += ["--selector", selector]
+                commands[f"select {label} tools, {selector}"] = lambda c, a=argv: _cli(args.src, c, a)
+    index = tmp / "index"
+    if "index" in only:
+        commands["index query (docs/)"] = lambda c: _cli(
+            args.src, c, ["index", "query", "--path", str(index), "how do I deploy"]
+        )
+    if "serve" in only:
+        commands["serve 199 tools, time to /readyz"] = lambda c: _serve(args.src, c, METATOOL)
+    runs: dict[str, list[tuple[str, float, float]]] = {key: [] for key in commands}
     try:
-        if "select" in only:
-            for label, catalog in (("38", None), ("199", METATOOL)):
-                for selector in ("default", "embedding", "bm25"):
-                    argv = ["select", QUERY, "--json"]
-                    if catalog is not None:
-                        argv += ["--catalog", str(catalog)]
-                    if selector != "default":
-                        argv += ["--selector", selector]
-                    key = f"select {label} tools, {selector}"
-                    results[key] = _measure(lambda c, a=argv: _cli(args.src, c, a), args.repeat, tmp)
-                    print(f"{key:<40} {results[key]}", flush=True)
         if "index" in only:
-            index = tmp / "index"
             _cli(args.src, tmp / "cache-build", ["index", "build", "--docs", str(REPO / "docs"), "--path", str(index)])
-            key = "index query (docs/)"
-            results[key] = _measure(
-                lambda c: _cli(args.src, c, ["index", "query", "--path", str(index), "how do I deploy"]),
-                args.repeat,
-                tmp,
-            )
-            print(f"{key:<40} {results[key]}", flush=True)
-        if "serve" in only:
-            key = "serve 199 tools, time to /readyz"
-            results[key] = _measure(lambda c: _serve(args.src, c, METATOOL), args.repeat, tmp)
-            print(f"{key:<40} {results[key]}", flush=True)
+        for round_ in range(args.repeat):
+            for key, run in commands.items():
+                cache = tmp / f"cache-{round_}-{len(runs[key])}"
+                runs[key].append(("cold", *run(cache)))
+                runs[key].append(("warm", *run(cache)))
+                print(
+                    f"round {round_ + 1}: {key:<36} cold {runs[key][-2][1]:.2f} s, warm {runs[key][-1][1]:.2f} s",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    results = {key: _summary(r) for key, r in runs.items()}
+    for key, figures in results.items():
+        print(f"{key:<40} {figures}")
     for label in ("38", "199"):
         hybrid = results.get(f"select {label} tools, default")
         bm25 = results.get(f"select {label} tools, bm25")
         if hybrid and bm25:
             ratio = hybrid["warm_s"] / bm25["warm_s"]
-            print(f"select {label} tools: warm default / warm bm25 = {ratio:.2f}x")
+            cpu_ratio = hybrid["warm_cpu_s"] / bm25["warm_cpu_s"]
+            print(f"select {label} tools: warm default / warm bm25 = {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU")
     if args.json:
         args.json.write_text(json.dumps({"src": str(args.src), "results": results}, indent=1) + "\n")
 
