@@ -174,7 +174,10 @@ def test_the_quick_starts_python_runs_from_the_clone(monkeypatch: pytest.MonkeyP
 def test_catalog_paths_in_examples_exist() -> None:
     for page in PAGES:
         for m in re.finditer(r"""(?:Shortlist|load_catalog)\(\s*["']([^"']+)["']""", page.read_text(encoding="utf-8")):
-            assert (ROOT / m.group(1)).exists() or m.group(1).startswith("/"), f"{_rel(page)}: {m.group(1)}"
+            assert (ROOT / m.group(1)).exists() or m.group(1).startswith("/"), (
+                f"{_rel(page)}: {m.group(1)!r} is not in a fresh clone; point the example at a file of the "
+                "repository (src/shortlist/data/example_tools.json, tests/data/...) or an absolute path"
+            )
 
 
 def test_license_is_apache_2_and_declared_for_the_wheel() -> None:
