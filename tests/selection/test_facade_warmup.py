@@ -150,3 +150,23 @@ def test_config_cache_section_sets_the_process_cache(tmp_path: Path, monkeypatch
     bad.write_text("spec:\n  cache:\n    max_mb: 0\n")
     with pytest.raises(ConfigError, match="max_mb"):
         Shortlist(CATALOG, config=bad)
+
+
+def test_the_service_takes_its_examples_from_the_settings(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from shortlist.server.settings import ServerSettings
+    from shortlist.server.state import ServiceState
+
+    db = tmp_path / "feedback.db"
+    with FeedbackStore(db) as store:
+        store.record("is it going to rain", used=["get_weather"])
+    state = ServiceState(ServerSettings(selector="bm25", examples_path=str(db)))
+    try:
+        enriched = state.shortlist.enrich(CATALOG, kind="tool")
+        assert next(c for c in enriched if c.id == "get_weather").examples == ("is it going to rain",)
+        from shortlist.server.settings import ENV_SETTINGS
+
+        travelled = ServerSettings.from_env({ENV_SETTINGS: ServerSettings(examples_path=str(db)).to_env()})
+        assert travelled.examples_path == str(db)  # to the workers of `serve --workers N`
+    finally:
+        state.close()

