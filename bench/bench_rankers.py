@@ -2,9 +2,12 @@
 
 Measures, with one BLAS thread and a cached index (one warm-up call per catalog, its time
 reported as ``build_s``), the time of one ``select`` at k=5 for: the seed's token overlap,
-``bm25`` (bm25s), ``embedding`` and ``hybrid`` (when those rankers are available), and two
-baselines: ``rank_bm25`` (BM25Okapi.get_scores + top-k over the same terms) and a plain
-numpy brute-force dot product over random 384-d unit vectors (query embedding excluded).
+``bm25`` (bm25s), ``embedding`` and ``hybrid`` (when those rankers are available),
+``hybrid_previous`` (the hybrid as it was before issue 18: score fusion, no query prefix, no
+split of multi-request queries, mean of the top 3 examples; timed interleaved with ``hybrid``,
+one query each in turn, so both see the same machine), and two baselines: ``rank_bm25``
+(BM25Okapi.get_scores + top-k over the same terms) and a plain numpy brute-force dot product
+over random 384-d unit vectors (query embedding excluded).
 
 Catalogs: synthetic (a fixed-seed vocabulary of pseudo-words, Zipf-distributed, 20-60 words
 per description, snake_case names) and MetaTool (199 real tools, real queries).
@@ -179,7 +182,9 @@ def bench_catalog(
 
     timed("numpy", dense, queries)
 
-    for offset, name in enumerate(("embedding", "hybrid"), start=1):
+    if n <= max_embed:
+        _bench_pair(row, label, tools, fresh[1], fresh[2], notes)
+    for offset, name in enumerate(("embedding",), start=1):
         # Fresh queries for each: the embedder's query cache would otherwise serve the second
         # ranker the vectors the first one computed, and hide the query-embedding cost.
         own = fresh[offset - 1]
@@ -192,7 +197,11 @@ def bench_catalog(
                 notes.append(why)
             continue
         fn = _selector_fn(sel, tools)
-        timed(name, fn, own, warm=lambda fn=fn, name=name: fn(f"warm up {name}"))
+
+        def warm(fn: Callable[[str], Any] = fn, name: str = name) -> Any:
+            return fn(f"warm up {name}")
+
+        timed(name, fn, own, warm=warm)
         sel.close()
     for base in ("rank_bm25", "numpy"):
         if base in row:
@@ -203,8 +212,64 @@ def bench_catalog(
     return row
 
 
+#: The hybrid's options before issue 18 (``HybridRanker`` keywords).
+PREVIOUS_HYBRID: dict[str, Any] = {
+    "fusion": "score",
+    "query_prefix": "",
+    "decompose": False,
+    "cover_intents": False,
+    "embedding": {"example_aggregation": "top_mean"},
+}
+
+
+def _bench_pair(
+    row: dict[str, Any],
+    label: str,
+    tools: list[Candidate],
+    qs_new: Sequence[str],
+    qs_old: Sequence[str],
+    notes: list[str],
+) -> None:
+    """Time the default hybrid and the previous one interleaved (one query each in turn), on unseen queries."""
+    from shortlist.selection.registry import create_builtin_selector
+
+    try:
+        new = create_builtin_selector("hybrid")
+        old = create_builtin_selector("hybrid", **PREVIOUS_HYBRID)
+    except Exception as exc:
+        notes.append(f"hybrid skipped: {type(exc).__name__}: {exc}")
+        return
+    cands = tuple(tools)
+    t0 = time.perf_counter()
+    new.select(Query("warm up hybrid", k=K), cands)
+    old.select(Query("warm up previous hybrid", k=K), cands)
+    build = round(time.perf_counter() - t0, 3)
+    lat: dict[str, list[float]] = {"hybrid": [], "hybrid_previous": []}
+    for q_new, q_old in zip(qs_new, qs_old, strict=False):
+        for key, sel, q in (("hybrid", new, q_new), ("hybrid_previous", old, q_old)):
+            t = time.perf_counter()
+            sel.select(Query(q, k=K), cands)
+            lat[key].append((time.perf_counter() - t) * 1000)
+    for key, values in lat.items():
+        values.sort()
+        p99 = values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]
+        row[key] = {
+            "p50": round(statistics.median(values), 4),
+            "p99": round(p99, 4),
+            "n": len(values),
+            "build_s": build,
+        }
+        sys.stderr.write(f"  {label:>22} {key:<15} p50 {row[key]['p50']:8.3f} ms  p99 {row[key]['p99']:8.3f} ms\n")
+    row["hybrid_vs_previous"] = {
+        "p50": round(row["hybrid"]["p50"] / row["hybrid_previous"]["p50"], 3),
+        "p99": round(row["hybrid"]["p99"] / row["hybrid_previous"]["p99"], 3),
+    }
+    new.close()
+    old.close()
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
-    keys = ["overlap", "bm25", "rank_bm25", "numpy", "embedding", "hybrid"]
+    keys = ["overlap", "bm25", "rank_bm25", "numpy", "embedding", "hybrid", "hybrid_previous"]
     head = ["catalog", "n", *[f"{k} p50/p99 ms" for k in keys], "bm25 vs rank_bm25", "bm25 vs numpy"]
     out = [head]
     for r in rows:
@@ -232,17 +297,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     q = args.queries
     for n in (int(s) for s in args.sizes.split(",") if s):
-        tools, pool = synthetic(n, 3 * q)
-        fresh = [pool[q : 2 * q], pool[2 * q :]]
+        tools, pool = synthetic(n, 4 * q)
+        fresh = [pool[q : 2 * q], pool[2 * q : 3 * q], pool[3 * q :]]
         rows.append(
             bench_catalog(f"synthetic-{n}", tools, pool[:q], fresh=fresh, max_embed=args.max_embed, notes=notes)
         )
     if not args.no_metatool and METATOOL.is_dir():
         for examples in (False, True):
-            tools, pool = metatool(5 * q, examples)
+            tools, pool = metatool(8 * q, examples)
             # Different queries per catalog too, for the same reason.
-            base = pool[2 * q :] if examples else pool
-            fresh = [base[q : 2 * q], base[2 * q : 3 * q]]
+            base = pool[4 * q :] if examples else pool
+            fresh = [base[q : 2 * q], base[2 * q : 3 * q], base[3 * q : 4 * q]]
             label = "metatool+examples" if examples else "metatool"
             rows.append(bench_catalog(label, tools, base[:q], fresh=fresh, max_embed=args.max_embed, notes=notes))
     if args.json:

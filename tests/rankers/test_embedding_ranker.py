@@ -134,7 +134,7 @@ def test_example_score_formula() -> None:
     emb = HashEmbedder(dim=256)
     exs = ("dentist appointment tomorrow", "team meeting on friday", "lunch with anna")
     cands = [CATALOG[0], CATALOG[2].with_examples(exs)]
-    ranker = EmbeddingRanker(embedder=emb, example_weight=0.6, example_top=2)
+    ranker = EmbeddingRanker(embedder=emb, example_weight=0.6, example_top=2, example_aggregation="top_mean")
     query = "dentist meeting"
     got = ranker.score(Query(query), cands)
     q = unit(emb.vector(query))
@@ -144,6 +144,42 @@ def test_example_score_formula() -> None:
     assert got[1] == pytest.approx(want, abs=1e-6)
     off = EmbeddingRanker(embedder=emb, use_examples=False).score(Query(query), cands)
     assert off[1] == pytest.approx(desc, abs=1e-6)
+
+
+def test_log_sum_exp_aggregation_formula() -> None:
+    emb = HashEmbedder(dim=256)
+    exs = ("dentist appointment tomorrow", "team meeting on friday", "lunch with anna")
+    other = ("weather in oslo",)
+    cands = [CATALOG[0].with_examples(other), CATALOG[2].with_examples(exs)]
+    ranker = EmbeddingRanker(embedder=emb, example_weight=0.6, example_tau=0.05)
+    assert ranker.example_aggregation == "lse"  # the default
+    query = "dentist meeting"
+    got = ranker.score(Query(query), cands)
+    q = unit(emb.vector(query))
+    for i, group in ((0, other), (1, exs)):
+        desc = float(unit(emb.vector(f"{cands[i].name}: {cands[i].description}")) @ q)
+        sims = np.array([float(unit(emb.vector(e)) @ q) for e in group])
+        lse = sims.max() + 0.05 * np.log(np.exp((sims - sims.max()) / 0.05).sum())
+        assert got[i] == pytest.approx(max(desc, 0.4 * desc + 0.6 * lse), abs=1e-6)
+
+
+def test_log_sum_exp_is_a_soft_max() -> None:
+    # One example: exactly its cosine. Two identical examples: the max plus tau * log 2.
+    vecs = {"q": [1.0, 0.0], "a": [0.6, 0.8], "d": [0.0, 1.0]}
+    emb = FunctionEmbedder(lambda texts: np.array([vecs[t.split(": ")[-1]] for t in texts]))
+    one = [Candidate("t", "t", "d", examples=("a",))]
+    two = [Candidate("t", "t", "d", examples=("a", "a "))]
+    vecs["a "] = vecs["a"]
+    r = EmbeddingRanker(embedder=emb, example_weight=1.0, example_tau=0.1)
+    assert r.score(Query("q"), one)[0] == pytest.approx(0.6, abs=1e-6)
+    assert r.score(Query("q"), two)[0] == pytest.approx(0.6 + 0.1 * np.log(2), abs=1e-6)
+
+
+def test_bad_aggregation_options_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        EmbeddingRanker(example_aggregation="median")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        EmbeddingRanker(example_tau=0)
 
 
 def test_abstains_on_an_unrelated_query_with_the_default_model() -> None:

@@ -1,4 +1,5 @@
-"""Hybrid fusion: RRF and score fusion against hand computations; abstention on the cosine signal."""
+"""Hybrid fusion: z-score, RRF and score fusion against hand computations; the query prefix; split
+multi-request queries and intent coverage; abstention on the confidence signal."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from shortlist.rankers.base import Abstention
 from shortlist.rankers.bm25 import Bm25Ranker
 from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import HybridRanker, rrf_fuse, score_fuse
+from shortlist.rankers.hybrid import DEFAULT_QUERY_PREFIX, HybridRanker, cover, rrf_fuse, score_fuse, zscore_fuse
 from shortlist.selection.base import SelectorContext
 from shortlist.selection.registry import create_builtin_selector
 from shortlist.testing import HashEmbedder
@@ -39,16 +40,76 @@ def test_score_fusion_matches_the_formula() -> None:
     np.testing.assert_allclose(score_fuse(np.zeros(3), dense), dense)
 
 
-@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_zscore_fusion_matches_the_formula() -> None:
+    bm25 = np.array([4.0, 0.0, 2.0, 2.0])
+    dense = np.array([0.2, 0.5, 0.3, 0.4])
+
+    def z(x: np.ndarray) -> np.ndarray:
+        return (x - x.mean()) / x.std()
+
+    np.testing.assert_allclose(zscore_fuse(bm25, dense, bm25_weight=0.35), z(dense) + 0.35 * z(bm25))
+    # A side with no spread (nothing matched) contributes nothing; the ranking is the other side's.
+    np.testing.assert_allclose(zscore_fuse(np.zeros(4), dense), z(dense))
+    assert zscore_fuse(np.zeros(0), np.zeros(0)).size == 0
+
+
+@pytest.mark.parametrize("fusion", ["zscore", "score", "rrf"])
 def test_hybrid_scores_equal_fusing_its_parts(fusion: str) -> None:
     emb = HashEmbedder(dim=128)
-    hybrid = HybridRanker(embedder=emb, fusion=fusion)  # type: ignore[arg-type]
+    hybrid = HybridRanker(embedder=emb, fusion=fusion, decompose=False)  # type: ignore[arg-type]
     query = Query("translate this email to French")
     got = hybrid.score(query, CATALOG)
     b = Bm25Ranker().score(query, CATALOG)
-    d = EmbeddingRanker(embedder=emb).score(query, CATALOG)
-    want = score_fuse(b, d) if fusion == "score" else rrf_fuse(b, d)
-    np.testing.assert_allclose(got, want, atol=1e-9)
+    d = EmbeddingRanker(embedder=emb).score(Query(DEFAULT_QUERY_PREFIX + query.text), CATALOG)
+    fuse = {"zscore": zscore_fuse, "score": score_fuse, "rrf": rrf_fuse}[fusion]
+    np.testing.assert_allclose(got, fuse(b, d), atol=1e-9)
+
+
+def test_the_prefix_is_on_the_dense_side_only() -> None:
+    emb = HashEmbedder(dim=128)
+    HybridRanker(embedder=emb, query_prefix="Find: ").score(Query("stock price"), CATALOG)
+    assert emb.texts[-2:] == ["Find: stock price", "stock price"]  # one call: prefixed, then as written
+    calls = emb.calls
+    HybridRanker(embedder=emb, query_prefix="").score(Query("stock price"), CATALOG)
+    assert emb.texts[-2:] != ["stock price", "stock price"] and emb.texts[-1] == "stock price"
+    assert emb.calls == calls + 2  # the new ranker's catalog, then the query alone
+
+
+def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:
+    emb = HashEmbedder(dim=256)
+    text = "Send an email to Anna and also translate the text into German"
+    hybrid = HybridRanker(embedder=emb, decompose_penalty=0.1, query_prefix="")
+    assert hybrid.intents(text) == ["Send an email to Anna", "translate the text into German"]
+    got = hybrid.score(Query(text), CATALOG)
+    parts = []
+    for t in (text, *hybrid.intents(text)):
+        b = Bm25Ranker(normalize=True).score(Query(t), CATALOG)
+        d = EmbeddingRanker(embedder=emb).score(Query(t), CATALOG)
+        parts.append(zscore_fuse(b, d))
+    np.testing.assert_allclose(got, np.maximum(parts[0], np.maximum(parts[1], parts[2]) - 0.1), atol=1e-9)
+    # The whole query and its parts are embedded in one call.
+    calls = emb.calls
+    hybrid.score(Query(text + " today"), CATALOG)
+    assert emb.calls == calls + 1
+    assert HybridRanker(embedder=emb, decompose=False).intents(text) == []
+
+
+def test_cover_takes_each_intents_best_first() -> None:
+    fused = np.array([0.9, 0.8, 0.7, 0.1, 0.0])
+    part_a = np.array([0.9, 0.8, 0.7, 0.0, 0.0])
+    part_b = np.array([0.0, 0.1, 0.0, 0.2, 0.9])
+    # a's best is the fused best (covered), b's best comes next, then the rest by fused score.
+    assert cover(fused, [part_a, part_b], 3) == [0, 4, 1]
+    assert cover(fused, [part_a, part_b], 1) == [0]
+    assert cover(fused, [part_b, part_b], 10) == [0, 4, 1, 2, 3]  # k larger than the catalog
+
+
+def test_selection_covers_every_intent() -> None:
+    emb = HashEmbedder(dim=256)
+    text = "Send an email message to my recipient. Then translate text between languages please"
+    sel = HybridRanker(embedder=emb, query_prefix="").select(Query(text, k=2), CATALOG)
+    assert set(sel.selected) == {"email", "translate"}
+    assert len(sel.scores or ()) == 2
 
 
 def test_lexical_evidence_breaks_a_dense_tie() -> None:
@@ -64,7 +125,7 @@ def test_confidence_is_cosine_plus_weighted_normalised_bm25() -> None:
     emb = HashEmbedder(dim=256)
     query = Query("latest stock price")
     _, confidence = HybridRanker(embedder=emb, confidence_bm25_weight=0.5).score_with_confidence(query, CATALOG)
-    dense = EmbeddingRanker(embedder=emb).score(query, CATALOG)
+    dense = EmbeddingRanker(embedder=emb).score(query, CATALOG)  # the query as written, no prefix
     lexical = Bm25Ranker(normalize=True).score(query, CATALOG)
     assert lexical.max() > 0
     np.testing.assert_allclose(confidence, dense + 0.5 * lexical, atol=1e-9)
@@ -118,3 +179,5 @@ def test_bad_options_are_rejected() -> None:
         HybridRanker(fusion="max")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         HybridRanker(bm25_weight=-1)
+    with pytest.raises(ValueError):
+        HybridRanker(decompose_penalty=-0.1)

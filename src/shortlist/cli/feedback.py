@@ -1,4 +1,5 @@
-"""``shortlist feedback add|import|stats``: record which tools a turn used, import, inspect."""
+"""``shortlist feedback add|import|stats|train``: record which tools a turn used, import, inspect, and fit
+a per-deployment query adapter from the log."""
 
 from __future__ import annotations
 
@@ -39,6 +40,20 @@ def register(sub: Any) -> None:
     imp.add_argument("--json", action="store_true", help="print one JSON object")
     imp.set_defaults(func=_import)
 
+    train = actions.add_parser(
+        "train",
+        help="fit a query adapter for the hybrid ranker from the log (per deployment)",
+        description="Fit a linear query-side adapter on the log's (query, used tool) pairs and write it "
+        "to --out; the hybrid ranker applies it (option adapter: FILE) to the tools it was trained on only.",
+    )
+    train.add_argument("--db", required=True, help="the feedback database (SQLite file)")
+    train.add_argument("--catalog", required=True, help="the tool catalog (OpenAI/Anthropic/MCP list or JSONL)")
+    train.add_argument("--out", required=True, help="the adapter file to write (.npz)")
+    train.add_argument("--kind", default="tool", help="tool, skill, ... (default tool)")
+    train.add_argument("--ridge", type=float, default=1.0, help="pull toward the identity, per pair (default 1.0)")
+    train.add_argument("--json", action="store_true", help="print one JSON object")
+    train.set_defaults(func=_train)
+
     stats = actions.add_parser("stats", help="counts of the feedback log")
     stats.add_argument("--db", required=True, help="the feedback database (SQLite file)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
@@ -48,7 +63,7 @@ def register(sub: Any) -> None:
 def _missing_action(p: argparse.ArgumentParser) -> int:
     from shortlist.errors import ConfigError
 
-    raise ConfigError("feedback needs an action: add, import or stats (see shortlist feedback --help)")
+    raise ConfigError("feedback needs an action: add, import, stats or train (see shortlist feedback --help)")
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -101,4 +116,38 @@ def _stats(args: argparse.Namespace) -> int:
     if stats["top"]:
         lines.append("most used: " + ", ".join(f"{t['id']} ({t['uses']})" for t in stats["top"]))
     write_text("\n".join(lines))
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from shortlist.adapters.catalog import load_catalog
+    from shortlist.errors import CatalogError, ConfigError
+    from shortlist.feedback import FeedbackStore
+    from shortlist.rankers.adapter import train_adapter
+    from shortlist.rankers.embedding import EmbeddingRanker
+    from shortlist.rankers.hybrid import DEFAULT_QUERY_PREFIX
+
+    if not Path(args.db).is_file():
+        raise CatalogError(f"{args.db}: no such feedback database")
+    if args.ridge <= 0:
+        raise ConfigError("--ridge must be positive")
+    catalog = load_catalog(args.catalog)
+    with FeedbackStore(args.db) as store:
+        examples = store.examples([c.id for c in catalog], kind=args.kind)
+    pairs = [(q, cid) for cid, queries in examples.items() for q in queries]
+    if not pairs:
+        raise CatalogError(f"{args.db}: no logged use of any tool of {args.catalog}")
+    embedder = EmbeddingRanker().embedder
+    adapter = train_adapter(pairs, catalog, embedder, query_prefix=DEFAULT_QUERY_PREFIX, ridge=args.ridge)
+    adapter.save(args.out)
+    summary = {"out": args.out, "pairs": adapter.pairs, "tools": len(adapter.tools), "model": adapter.model_name}
+    if args.json:
+        write_json(summary)
+    else:
+        write_text(
+            f"wrote {args.out}: {adapter.pairs} pairs over {len(adapter.tools)} of {len(catalog)} tools "
+            f"({adapter.model_name}); use it with the hybrid ranker's option adapter: {args.out}"
+        )
     return 0

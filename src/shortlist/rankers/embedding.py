@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,10 @@ from shortlist.rankers.base import Abstention, Ranker, Scores, candidate_text
 from shortlist.selection.base import SelectorContext
 from shortlist.types import Candidate, Query
 
-__all__ = ["EmbeddingRanker", "make_abstention", "matvec"]
+__all__ = ["EmbeddingRanker", "ExampleAggregation", "make_abstention", "matvec"]
+
+#: How a candidate's example cosines become one score: log-sum-exp or the mean of the nearest.
+ExampleAggregation = Literal["lse", "top_mean"]
 
 _F32 = npt.NDArray[np.float32]
 _CATALOG_SLOTS = 4
@@ -85,10 +88,13 @@ class EmbeddingRanker(Ranker):
     """Cosine similarity between the query and each candidate (and its usage examples).
 
     With examples, a candidate's score is ``max(desc, (1 - w) * desc + w * ex)``, where
-    ``desc`` is the cosine to ``"name: description"``, ``ex`` the mean cosine of its
-    ``example_top`` nearest examples and ``w`` the ``example_weight``; a candidate
-    without examples scores ``desc``. Scores stay cosine-like, so one abstention
-    threshold serves both.
+    ``desc`` is the cosine to ``"name: description"``, ``ex`` the aggregate of the cosines
+    to its examples and ``w`` the ``example_weight``; a candidate without examples scores
+    ``desc``. ``ex`` is, with ``example_aggregation="lse"`` (the default), the log-sum-exp
+    ``max + tau * log(sum(exp((s - max) / tau)))`` of the example cosines ``s`` (a soft
+    maximum: the nearest example counts most, and several near examples count more than
+    one), or with ``"top_mean"`` the mean of the ``example_top`` nearest. Scores stay
+    cosine-like, so one abstention threshold serves both.
 
     Args:
         name: registered name.
@@ -101,7 +107,9 @@ class EmbeddingRanker(Ranker):
         adaptive_k: see :class:`~shortlist.rankers.base.Ranker`.
         use_examples: score by usage examples too.
         example_weight: weight ``w`` of the example similarity (0..1).
-        example_top: how many nearest examples are averaged.
+        example_top: how many nearest examples are averaged (``"top_mean"``).
+        example_aggregation: ``"lse"`` (log-sum-exp, default) or ``"top_mean"``.
+        example_tau: the temperature of ``"lse"`` (cosine units; small: close to the max).
         max_examples: keep at most this many examples per candidate (the latest ones).
         vector_cache: a SQLite file where candidate and example vectors persist across
             processes (see :class:`~shortlist.embeddings.cache.CachingEmbedder`).
@@ -120,6 +128,8 @@ class EmbeddingRanker(Ranker):
         use_examples: bool = True,
         example_weight: float = 0.7,
         example_top: int = 3,
+        example_aggregation: ExampleAggregation = "lse",
+        example_tau: float = 0.05,
         max_examples: int = 512,
         vector_cache: str | None = None,
     ) -> None:
@@ -138,6 +148,12 @@ class EmbeddingRanker(Ranker):
         self.use_examples = use_examples
         self.example_weight = float(example_weight)
         self.example_top = int(example_top)
+        if example_aggregation not in ("lse", "top_mean"):
+            raise ValueError(f"example_aggregation must be 'lse' or 'top_mean', got {example_aggregation!r}")
+        if example_tau <= 0:
+            raise ValueError("example_tau must be positive")
+        self.example_aggregation: ExampleAggregation = example_aggregation
+        self.example_tau = float(example_tau)
         self.max_examples = int(max_examples)
         self.vector_cache = vector_cache
         self._embedder: Embedder | None = self._wrap(embedder) if embedder is not None else None
@@ -262,6 +278,19 @@ class EmbeddingRanker(Ranker):
             raise EmbeddingError(f"{self.name}: the provider returned no vector for the query")
         return np.ascontiguousarray(vecs[0], dtype=np.float32)
 
+    def embed_queries(self, texts: Sequence[str]) -> _F32:
+        """Embed several query texts in one call to the provider (one row each).
+
+        Raises:
+            EmbeddingError: the provider failed or returned the wrong number of vectors.
+        """
+        if len(texts) == 1:
+            return self.embed_query(texts[0])[None, :]
+        vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts) or vecs.shape[1] == 0:
+            raise EmbeddingError(f"{self.name}: the provider returned {vecs.shape[0]} vectors for {len(texts)} queries")
+        return np.ascontiguousarray(vecs)
+
     def score(self, query: Query, candidates: Sequence[Candidate]) -> Scores:
         """Cosine scores, one per candidate (description blended with the nearest examples)."""
         if not candidates:
@@ -269,21 +298,40 @@ class EmbeddingRanker(Ranker):
         cat = self._catalog(candidates)
         return self.score_vector(self.embed_query(query.text), cat)
 
-    def score_vector(self, qvec: _F32, cat: _Catalog) -> Scores:
-        """Score a prepared catalog against an already embedded query."""
+    def score_vector(self, qvec: _F32, cat: _Catalog, *, desc: _F32 | None = None) -> Scores:
+        """Score a prepared catalog against an already embedded query.
+
+        Args:
+            qvec: the query vector.
+            cat: the catalog's matrices (:meth:`prepare`).
+            desc: the description cosines, when the caller computed them (an adapter's blend).
+        """
         if qvec.shape[0] != cat.desc.shape[1]:
             raise EmbeddingError(
                 f"{self.name}: query vector has {qvec.shape[0]} dims, candidates have {cat.desc.shape[1]}"
             )
-        desc = matvec(cat.desc, qvec)
+        if desc is None:
+            desc = matvec(cat.desc, qvec)
         scores = desc.astype(np.float64)
         if cat.owners.size:
             sims = matvec(cat.examples, qvec)
-            ex = self._nearest_mean(sims, cat)
+            ex = self._aggregate(sims, cat)
             own = desc[cat.owners].astype(np.float64)
             w = self.example_weight
             scores[cat.owners] = np.maximum(own, (1.0 - w) * own + w * ex)
         return scores
+
+    def _aggregate(self, sims: _F32, cat: _Catalog) -> npt.NDArray[np.float64]:
+        if self.example_aggregation == "lse":
+            return self._log_sum_exp(sims, cat)
+        return self._nearest_mean(sims, cat)
+
+    def _log_sum_exp(self, sims: _F32, cat: _Catalog) -> npt.NDArray[np.float64]:
+        # Per owner: max + tau * log(sum(exp((s - max) / tau))), computed on the flat vector.
+        s = sims.astype(np.float64)
+        best = np.maximum.reduceat(s, cat.starts)
+        spread = np.exp((s - np.repeat(best, cat.counts)) / self.example_tau)
+        return np.asarray(best + self.example_tau * np.log(np.add.reduceat(spread, cat.starts)), dtype=np.float64)
 
     def _nearest_mean(self, sims: _F32, cat: _Catalog) -> npt.NDArray[np.float64]:
         if self.example_top == 1:

@@ -101,6 +101,8 @@ class HybridEmbeddingOptions(_Options):
     use_examples: bool = True
     example_weight: float = Field(0.7, ge=0, le=1)
     example_top: int = Field(3, ge=1)
+    example_aggregation: Literal["lse", "top_mean"] = "lse"
+    example_tau: float = Field(0.05, gt=0)
     max_examples: int = Field(512, ge=1)
     vector_cache: str | None = None
 
@@ -112,15 +114,21 @@ class EmbeddingOptions(HybridEmbeddingOptions, _TopK):
 class HybridOptions(_TopK):
     """``type: hybrid`` (:class:`~shortlist.rankers.hybrid.HybridRanker`)."""
 
-    fusion: Literal["score", "rrf"] = "score"
-    bm25_weight: float | None = Field(None, ge=0, description="default 0.2 with score fusion, 1.0 with rrf")
+    fusion: Literal["zscore", "score", "rrf"] = "zscore"
+    bm25_weight: float | None = Field(None, ge=0, description="default 0.35 with zscore, 0.2 with score, 1.0 with rrf")
     dense_weight: float = Field(1.0, ge=0)
     rrf_k: float = Field(60.0, gt=0)
+    query_prefix: str = "Which tool can help with this request: "
+    decompose: bool = True
+    decompose_penalty: float = Field(0.1, ge=0)
+    cover_intents: bool = True
     abstention: AbstentionOptions | None = None
     min_score: float | None = None
     min_margin: float | None = None
     adaptive_k: float | None = Field(None, gt=0, lt=1)
     confidence_bm25_weight: float = Field(0.5, ge=0)
+    adapter: str | None = Field(None, description="a query adapter file (shortlist feedback train --out)")
+    adapter_weight: float = Field(0.5, ge=0, le=1)
     bm25: HybridBm25Options | None = None
     embedding: HybridEmbeddingOptions | None = None
 

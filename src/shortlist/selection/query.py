@@ -1,11 +1,50 @@
-"""Build the turn's query text from a conversation: the latest user message's text parts."""
+"""Build the turn's query text from a conversation (the latest user message's text parts), and split a
+request that asks for several things into its intents.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["last_user_text", "message_text"]
+__all__ = ["last_user_text", "message_text", "split_intents"]
+
+# A sentence ends at . ? ! or ; followed by space and a capital (or a quote).
+_SENTENCE = re.compile(r"(?<=[.?!;])\s+(?=[A-Z\"'])")
+# Joints that start a second request inside one sentence: "and also", "as well as", ", then",
+# "plus", "also", and ", and" followed by a request word (a verb or a question word).
+_REQUEST_WORDS = (
+    "can|could|would|will|please|tell|show|give|find|help|provide|recommend|suggest|i|what|how|where|when|"
+    "which|who|is|are|do|does|get|let|make|check|search|book|send|create|translate|look|list"
+)
+_JOINT = re.compile(
+    r",?\s+(?:and\s+also|and\s+then|as\s+well\s+as|and\s+additionally|and\s+finally|plus|also)\s+"
+    rf"|,\s+and\s+(?=(?:{_REQUEST_WORDS})\b)|,\s+then\s+",
+    re.IGNORECASE,
+)
+_STRIP = " ,.;:\"'\t\n"
+
+
+def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4) -> list[str]:
+    """Split a request that asks for several things into its parts (``[]`` when it is one request).
+
+    The text is cut at sentence ends and at joints that start a second request ("and also",
+    "as well as", ", then", ", and can you ..."); parts shorter than ``min_words`` words are
+    dropped (they are rarely a request of their own), and at most ``max_parts`` are kept (the
+    first ones). A text that yields fewer than two parts is one request: the answer is ``[]``.
+
+    Args:
+        text: the user's message.
+        min_words: the fewest words a part must have.
+        max_parts: the most parts returned.
+    """
+    parts: list[str] = []
+    for sentence in _SENTENCE.split(text.strip()):
+        parts.extend(_JOINT.split(sentence))
+    kept = [p.strip(_STRIP) for p in parts]
+    kept = [p for p in kept if len(p.split()) >= min_words]
+    return kept[:max_parts] if len(kept) > 1 else []
 
 
 def message_text(message: Mapping[str, Any] | Any) -> str:
