@@ -24,6 +24,7 @@ from shortlist.exec import ExecSelector
 from shortlist.exec.protocol import decode_response, parse_request
 from shortlist.selection.base import FunctionSelector
 from shortlist.selection.narrowing import narrow
+from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
 from shortlist.types import Candidate, Query, Selection
 
 HOSTILE = str(Path(__file__).resolve().parent / "hostile_selector.py")
@@ -136,7 +137,10 @@ def test_exec_selector_worker_answers_a_deep_line_in_band_and_goes_on() -> None:
     assert "Traceback" not in proc.stderr
     out = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [o.get("id") for o in out] == [1, 2, 3, 4, 5, 6]
-    assert out[0]["selected"] == ["a"] and out[2]["selected"] == ["b"] and out[5]["selected"] == ["b"]
+    default = create_builtin_selector(DEFAULT_SELECTOR)  # the served selector, asked in-process
+    cands = [Candidate(c, description=f"{c} tool") for c in ("a", "b")]
+    for answered, text in ((out[0], "a tool"), (out[2], "b tool"), (out[5], "b tool")):
+        assert tuple(answered["selected"]) == default.select(Query(text, k=1), cands).selected
     for bad in (out[1], out[3], out[4]):
         assert "selected" not in bad and "deeper than" in bad["error"]
 
