@@ -107,7 +107,7 @@ def test_cover_takes_each_intents_best_first() -> None:
 def test_selection_covers_every_intent() -> None:
     emb = HashEmbedder(dim=256)
     text = "Send an email message to my recipient. Then translate text between languages please"
-    sel = HybridRanker(embedder=emb, query_prefix="").select(Query(text, k=2), CATALOG)
+    sel = HybridRanker(embedder=emb, query_prefix="", cover_intents=True).select(Query(text, k=2), CATALOG)
     assert set(sel.selected) == {"email", "translate"}
     assert len(sel.scores or ()) == 2
 

@@ -121,7 +121,7 @@ class HybridOptions(_TopK):
     query_prefix: str = "Which tool can help with this request: "
     decompose: bool = True
     decompose_penalty: float = Field(0.1, ge=0)
-    cover_intents: bool = True
+    cover_intents: bool = False
     abstention: AbstentionOptions | None = None
     min_score: float | None = None
     min_margin: float | None = None
