@@ -24,7 +24,7 @@ import pytest
 from promptkit_payload import SKILLS, TOOLS_200, skill_request, tool_request
 
 from loopback import free_port, wait_http_ready, wait_until
-from shortlist.cli.exec_selector import DEFAULT_SELECTOR_NAME, ENV_SOCKET, ENV_URL
+from shortlist.cli.exec_selector import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
 from shortlist.config import parse_runtime_config
 from shortlist.errors import ConfigError
 from shortlist.exec.daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
@@ -390,3 +390,20 @@ def test_idle_daemon_stops_and_removes_its_socket(tmp_path: Path) -> None:
             proc.wait()
     assert b"listening on" in log.read_bytes()
     assert not sock.exists()
+
+
+@pytest.mark.slow
+def test_a_daemon_that_never_answers_costs_the_forward_timeout_then_the_in_process_answer(tmp_path: Path) -> None:
+    sock = tmp_path / "hung.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock))
+    listener.listen(4)  # accepts (the kernel's backlog) and never answers
+    try:
+        env = {ENV_SOCKET: str(sock), ENV_FORWARD_TIMEOUT: "1"}
+        proc = spawn(TOOLS_200.read_bytes(), "--selector", "bm25", env=env)
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"exec.forward_failed" in proc.stderr and b"TimeoutError" in proc.stderr
+    expected = json.loads(answer(create_builtin_selector("bm25"), TOOLS_200.read_bytes())[0])["selected"]
+    assert go_unmarshal_selected(proc.stdout) == expected

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_SELECTOR_NAME",
     "ENV_API_KEY",
     "ENV_AUTOSTART",
+    "ENV_FORWARD_TIMEOUT",
     "ENV_SOCKET",
     "ENV_URL",
     "FORWARD_TIMEOUT_S",
@@ -38,8 +39,11 @@ ENV_URL = "SHORTLIST_EXEC_URL"
 ENV_API_KEY = "SHORTLIST_API_KEY"
 #: ``selection.registry.DEFAULT_SELECTOR``, repeated so the thin path imports nothing (a test holds them equal).
 DEFAULT_SELECTOR_NAME = "hybrid"
-#: How long a forwarded call may take before the spawned process answers in-process instead.
-FORWARD_TIMEOUT_S = 10.0
+#: How long a forwarded call may take before the spawned process answers in-process instead. Long:
+#: a daemon's first call for a new catalog embeds it, and answering in-process would cost as much.
+FORWARD_TIMEOUT_S = 60.0
+#: Overrides :data:`FORWARD_TIMEOUT_S` (seconds).
+ENV_FORWARD_TIMEOUT = "SHORTLIST_EXEC_FORWARD_TIMEOUT_S"
 #: ``1``: a spawned call that finds no daemon on its socket starts one (as ``--autostart``).
 ENV_AUTOSTART = "SHORTLIST_EXEC_AUTOSTART"
 #: How long an auto-started daemon waits for a request before it stops.
@@ -175,6 +179,14 @@ def _forward(
     return _in_process(raw, selector, config, failures)
 
 
+def _forward_timeout() -> float:
+    try:
+        value = float(os.environ.get(ENV_FORWARD_TIMEOUT, "") or FORWARD_TIMEOUT_S)
+    except ValueError:
+        return FORWARD_TIMEOUT_S
+    return value if value > 0 else FORWARD_TIMEOUT_S
+
+
 def _deliver(ok: bool, body: bytes) -> int:
     stream = sys.stdout.buffer if ok else sys.stderr.buffer
     stream.write(body.strip() + b"\n")
@@ -188,7 +200,7 @@ def _via_socket(path: str, raw: bytes, selector: str | None, config: str | None)
 
     header = json.dumps({"v": 1, "selector": selector, "config": os.path.realpath(config) if config else None})
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(FORWARD_TIMEOUT_S)
+        conn.settimeout(_forward_timeout())
         conn.connect(path)
         conn.sendall(header.encode("utf-8") + b"\n" + raw)
         conn.shutdown(socket.SHUT_WR)
@@ -229,7 +241,7 @@ def _via_http(url: str, raw: bytes, selector: str | None) -> tuple[int, bytes]:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {url!r}")
     conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_type(parts.hostname, parts.port, timeout=FORWARD_TIMEOUT_S)
+    conn = conn_type(parts.hostname, parts.port, timeout=_forward_timeout())
     headers = {"Content-Type": "application/json"}
     key = os.environ.get(ENV_API_KEY)
     if key:
