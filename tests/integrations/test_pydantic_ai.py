@@ -40,7 +40,7 @@ def text(answer: str) -> ModelResponse:
     return ModelResponse(parts=[TextPart(answer)])
 
 
-def test_capability_narrows_each_step_and_find_tools_reaches_the_rest() -> None:
+async def test_capability_narrows_each_step_and_find_tools_reaches_the_rest() -> None:
     events = Events()
     script = Scripted(
         call("get_weather", {"city": "Paris"}),
@@ -52,12 +52,12 @@ def test_capability_narrows_each_step_and_find_tools_reaches_the_rest() -> None:
     capability = ShortlistTools(ToolNarrower(selector="bm25", k=3, on_event=events))
     agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability])
 
-    first = agent.run_sync("what is the weather forecast in Paris?")
+    first = await agent.run("what is the weather forecast in Paris?")
     assert first.output == "Sunny."
     a, b = script.seen
     assert "get_weather" in a and "find_tools" in a and len(a) <= 4 and a == b
 
-    second = agent.run_sync("book a flight ticket to Rome", message_history=first.all_messages())
+    second = await agent.run("book a flight ticket to Rome", message_history=first.all_messages())
     assert second.output == "Booked; 3 JPY."
     c, d, e = script.seen[2:]
     assert "book_flight" in c and "convert_currency" not in c
@@ -73,27 +73,27 @@ def test_capability_narrows_each_step_and_find_tools_reaches_the_rest() -> None:
     assert not events.named("selection.fallback")
 
 
-def test_a_failing_selector_leaves_the_agent_with_every_tool() -> None:
+async def test_a_failing_selector_leaves_the_agent_with_every_tool() -> None:
     events = Events()
     script = Scripted(call("stock_price", {"ticker": "ACME"}), text("100"))
     capability = ShortlistTools(ToolNarrower(selector=FailingSelector(), on_event=events))
     agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability])
-    assert agent.run_sync("price of ACME shares").output == "100"
+    assert (await agent.run("price of ACME shares")).output == "100"
     assert [set(s) for s in script.seen] == [set(NAMES), set(NAMES)]  # no find_tools: nothing is left out
     [fallback] = events.named("selection.fallback")
     assert fallback["reason"] == "error"
 
 
-def test_only_narrows_the_named_tools() -> None:
+async def test_only_narrows_the_named_tools() -> None:
     script = Scripted(text("ok"))
     capability = ShortlistTools(selector="bm25", k=1, only=frozenset(NAMES[:6]))
     agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability])
-    agent.run_sync("translate this text into Spanish")
+    await agent.run("translate this text into Spanish")
     [seen] = script.seen
     assert set(NAMES[6:]) <= set(seen) and "translate_text" in seen and not set(NAMES[:5]) & set(seen)
 
 
-def test_prepare_tools_function_and_find_tools_tool_without_the_capability() -> None:
+async def test_prepare_tools_function_and_find_tools_tool_without_the_capability() -> None:
     narrower = ToolNarrower(selector="bm25", k=2)
     from shortlist.integrations.pydantic_ai import tool_candidates
 
@@ -107,7 +107,7 @@ def test_prepare_tools_function_and_find_tools_tool_without_the_capability() -> 
     from pydantic_ai.tools import Tool
 
     catalog.append(tool_candidates(narrower, [Tool(f).tool_def for f in FUNCTIONS]))
-    assert agent.run_sync("reserve a hotel room in Lisbon").output == "on"
+    assert (await agent.run("reserve a hotel room in Lisbon")).output == "on"
     first, second, _ = script.seen
     assert "book_hotel" in first and "find_tools" in first and "play_music" not in first
     assert "play_music" in second

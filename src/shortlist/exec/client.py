@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shortlist import telemetry
 from shortlist.config import SandboxConfig, SelectorConfig
 from shortlist.errors import ConfigError, SelectorError, SelectorProcessError, SelectorProtocolError, SelectorTimeout
 from shortlist.events import emit
@@ -151,9 +152,19 @@ class ExecSelector(Selector):
             SelectorProtocolError: the output is not exactly one valid response, or too large.
             SelectorError: the selector answered with an ``error``.
         """
-        if self.worker:
-            return self._worker_select(query, candidates)
-        return self._spawn_select(query, candidates)
+        with telemetry.span("shortlist.exec", self._span_attributes(candidates), client=True):  # when installed
+            if self.worker:
+                return self._worker_select(query, candidates)
+            return self._spawn_select(query, candidates)
+
+    def _span_attributes(self, candidates: Sequence[Candidate]) -> dict[str, Any]:
+        mode = "worker" if self.worker else "spawn"
+        return {
+            "shortlist.selector": self.name,
+            "shortlist.exec.mode": mode,
+            "shortlist.exec.timeout_ms": self.timeout_ms,
+            "shortlist.candidates": len(candidates),
+        }
 
     async def aselect(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Async twin of :meth:`select`.
@@ -161,11 +172,12 @@ class ExecSelector(Selector):
         Spawn-per-call runs the same engine in a thread of its own (cancelling the task kills
         the process group and its descendants); worker mode runs the serialised exchange in a thread.
         """
-        if self.worker:
-            return await asyncio.to_thread(self._worker_select, query, candidates)
-        launch = self.launch()
-        result = await arun_once(launch, encode_request(query, candidates) + b"\n", **self._run_options(launch))
-        return self._answer(result)
+        with telemetry.span("shortlist.exec", self._span_attributes(candidates), client=True):  # when installed
+            if self.worker:
+                return await asyncio.to_thread(self._worker_select, query, candidates)
+            launch = self.launch()
+            result = await arun_once(launch, encode_request(query, candidates) + b"\n", **self._run_options(launch))
+            return self._answer(result)
 
     # --- spawn per call ----------------------------------------------------------------
 

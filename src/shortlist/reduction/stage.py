@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from shortlist import telemetry
 from shortlist.errors import ConfigError, ContextBudgetError
 from shortlist.events import EventHook
 from shortlist.reduction._run import Run
@@ -207,7 +208,20 @@ class ReductionStage:
         run = Run(self, list(fragments), ctx)
         token = _set_goal(goal if goal is not None else run.default_goal())
         try:
-            return await self._run(run)
+            budget = {"shortlist.stage": self.id, "shortlist.max_tokens": self.max_tokens or 0}
+            with telemetry.span("shortlist.reduce", budget) as span:  # an OpenTelemetry span when installed
+                result = await self._run(run)
+                if span.is_recording():
+                    span.set_attributes(
+                        {
+                            "shortlist.fragments": len(fragments),
+                            "shortlist.tokens_before": result.tokens_before or 0,
+                            "shortlist.tokens_after": result.tokens_after or 0,
+                            "shortlist.skipped": result.skipped,
+                            "shortlist.calls_used": result.calls_used,
+                        }
+                    )
+                return result
         finally:
             _reset_goal(token)
 

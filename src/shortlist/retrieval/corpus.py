@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from shortlist import telemetry
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import ConfigError
 from shortlist.events import Event, emit
@@ -188,6 +189,15 @@ class CorpusRetriever:
         return self._retrieve(scope, last_user_text(messages))
 
     def _retrieve(self, scope: Mapping[str, str], text: str) -> list[Memory]:
+        attributes = {**telemetry.selection_attributes("document", self.k, None), "shortlist.scoring": self.scoring}
+        with telemetry.span("shortlist.retrieve", attributes) as span:  # an OpenTelemetry span when installed
+            out = self._passages(scope, text)
+            if span.is_recording():
+                ids = [str(m.metadata.get("document_id", "")) for m in out]
+                span.set_attributes({"shortlist.returned": len(out), "shortlist.documents": ids})
+            return out
+
+    def _passages(self, scope: Mapping[str, str], text: str) -> list[Memory]:
         started = time.perf_counter()
         text = text.strip()
         if not text:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Literal
 
+from shortlist import telemetry
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist.selection.base import Selector
@@ -422,6 +423,21 @@ def narrow(
     Returns:
         The :class:`TurnSelection` of this turn.
     """
+    attributes = telemetry.selection_attributes(query.kind, query.k, selector.name if selector else None)
+    with telemetry.span("shortlist.select", attributes) as span:  # an OpenTelemetry span when installed
+        turn = _narrow(selector, query, candidates, policy, hooks=hooks)
+        telemetry.record_selection(span, turn, candidates)
+        return turn
+
+
+def _narrow(
+    selector: Selector | None,
+    query: Query,
+    candidates: Sequence[Candidate],
+    policy: NarrowingPolicy | None = None,
+    *,
+    hooks: Sequence[EventHook] = (),
+) -> TurnSelection:
     policy = policy or NarrowingPolicy()
     split = _split(candidates, policy.pins)
     pre = _precheck(selector, query, split)
@@ -455,6 +471,21 @@ async def anarrow(
     hooks: Sequence[EventHook] = (),
 ) -> TurnSelection:
     """Async twin of :func:`narrow`; the selector runs through :meth:`Selector.aselect`."""
+    attributes = telemetry.selection_attributes(query.kind, query.k, selector.name if selector else None)
+    with telemetry.span("shortlist.select", attributes) as span:
+        turn = await _anarrow(selector, query, candidates, policy, hooks=hooks)
+        telemetry.record_selection(span, turn, candidates)
+        return turn
+
+
+async def _anarrow(
+    selector: Selector | None,
+    query: Query,
+    candidates: Sequence[Candidate],
+    policy: NarrowingPolicy | None = None,
+    *,
+    hooks: Sequence[EventHook] = (),
+) -> TurnSelection:
     policy = policy or NarrowingPolicy()
     split = _split(candidates, policy.pins)
     pre = _precheck(selector, query, split)
