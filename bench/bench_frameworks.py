@@ -1,0 +1,294 @@
+"""What the framework integrations cost and save: per-call overhead and tool tokens per model call.
+
+For each framework (LangChain v1 ``create_agent``, PydanticAI, the OpenAI Agents SDK, LlamaIndex
+``FunctionAgent``), the 199 MetaTool tools become that framework's own tools (each with one
+``query: string`` parameter) and the same queries are run, interleaved, through two agents in one
+process: one with every tool (no narrowing) and one with the shortlist adapter. The model is the
+framework's own test double answering at once, so a run is one model call and what is timed is
+the framework plus, for the second agent, the adapter (selection included: every query is new,
+so nothing is served from the per-turn cache).
+
+Reported per framework: p50/p99 of one agent run without and with the adapter, the overhead at
+p50 and p99, and the tool-definition tokens the model received per call (the JSON definition of
+each tool, ``len / 4``, as ``shortlist eval`` counts them) with and without narrowing.
+
+Run::
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_frameworks.py                   # hybrid (the default)
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_frameworks.py --selector bm25 --json
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from shortlist.integrations.core import ToolNarrower, tool_candidate  # noqa: E402
+from shortlist.selection.session import definition_tokens  # noqa: E402
+from shortlist.types import Candidate  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"
+PARAMS = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "the request"}},
+    "required": ["query"],
+}
+
+
+def load(limit: int) -> tuple[list[Candidate], list[str]]:
+    tools = [json.loads(line) for line in (DATA / "tools.jsonl").read_text().splitlines() if line.strip()]
+    cands = [tool_candidate(t["id"], t.get("description", ""), PARAMS) for t in tools]
+    queries = [json.loads(line)["text"] for line in (DATA / "queries.jsonl").read_text().splitlines() if line.strip()]
+    return cands, list(dict.fromkeys(queries))[:limit]
+
+
+Run = Callable[[str], Awaitable[list[str]]]  # one agent run for a query -> the tool names the model received
+
+
+def langchain_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run, Run]:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from pydantic import Field
+
+    from shortlist.integrations.langchain import ShortlistMiddleware
+
+    class Model(GenericFakeChatModel):
+        seen: list[list[str]] = Field(default_factory=list)
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+            self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def forever() -> Any:
+        while True:
+            yield AIMessage(content="ok")
+
+    tools = [
+        StructuredTool.from_function(func=lambda query: "ok", name=c.id, description=c.description, args_schema=PARAMS)
+        for c in cands
+    ]
+
+    def make(middleware: list[Any]) -> Run:
+        model = Model(messages=forever())
+        agent = create_agent(model, tools=tools, middleware=middleware)
+
+        async def run(query: str) -> list[str]:
+            await agent.ainvoke({"messages": [HumanMessage(query)]})
+            return model.seen[-1]
+
+        return run
+
+    return make([]), make([ShortlistMiddleware(narrower)])
+
+
+def pydantic_ai_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run, Run]:
+    from pydantic_ai import Agent, Tool
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from shortlist.integrations.pydantic_ai import ShortlistTools
+
+    tools = [
+        Tool.from_schema(lambda query: "ok", name=c.id, description=c.description, json_schema=PARAMS) for c in cands
+    ]
+
+    def make(capabilities: list[Any]) -> Run:
+        seen: list[list[str]] = []
+
+        def answer(messages: Any, info: AgentInfo) -> ModelResponse:
+            seen.append([t.name for t in info.function_tools])
+            return ModelResponse(parts=[TextPart("ok")])
+
+        agent = Agent(FunctionModel(answer), tools=tools, capabilities=capabilities)
+
+        async def run(query: str) -> list[str]:
+            await agent.run(query)
+            return seen[-1]
+
+        return run
+
+    return make([]), make([ShortlistTools(narrower)])
+
+
+def openai_agents_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run, Run]:
+    from agents import Agent, FunctionTool, Runner, Usage, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    from shortlist.integrations.openai_agents import ShortlistModel
+
+    set_tracing_disabled(True)
+
+    class Answer(Model):
+        def __init__(self) -> None:
+            self.seen: list[list[str]] = []
+
+        async def get_response(
+            self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *a: Any, **k: Any
+        ) -> Any:
+            self.seen.append([t.name for t in tools])
+            text = ResponseOutputText(type="output_text", text="ok", annotations=[])
+            msg = ResponseOutputMessage(type="message", id="m", role="assistant", status="completed", content=[text])
+            return ModelResponse(output=[msg], usage=Usage(), response_id=None)
+
+        def stream_response(self, *a: Any, **k: Any) -> Any:
+            raise NotImplementedError
+
+    async def invoke(_ctx: Any, _args: str) -> str:
+        return "ok"
+
+    tools = [
+        FunctionTool(
+            name=c.id,
+            description=c.description,
+            params_json_schema=PARAMS,
+            on_invoke_tool=invoke,
+            strict_json_schema=False,
+        )
+        for c in cands
+    ]
+
+    def make(narrowed: bool) -> Run:
+        inner = Answer()
+        if narrowed:
+            model: Any = ShortlistModel(inner, narrower)
+            agent = Agent(name="bench", model=model, tools=[*tools, model.find_tools])
+        else:
+            agent = Agent(name="bench", model=inner, tools=tools)
+
+        async def run(query: str) -> list[str]:
+            await Runner.run(agent, query)
+            return inner.seen[-1]
+
+        return run
+
+    return make(False), make(True)
+
+
+def llamaindex_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run, Run]:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # pydantic deprecations from llama-index-workflows
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool, ToolMetadata
+
+    from shortlist.integrations.llamaindex import ShortlistToolRetriever
+
+    tools = [FunctionTool(lambda query: "ok", ToolMetadata(name=c.id, description=c.description)) for c in cands]
+
+    def make(narrowed: bool) -> Run:
+        seen: list[list[str]] = []
+
+        def answer(messages: Any, **kwargs: Any) -> ChatMessage:
+            seen.append([t.metadata.name for t in kwargs.get("tools") or []])
+            return ChatMessage(role=MessageRole.ASSISTANT, blocks=[TextBlock(text="ok")])
+
+        llm = MockFunctionCallingLLM(response_generator=answer)
+        agent = (
+            FunctionAgent(llm=llm, tool_retriever=ShortlistToolRetriever(tools, narrower), streaming=False)
+            if narrowed
+            else FunctionAgent(llm=llm, tools=tools, streaming=False)
+        )
+
+        async def run(query: str) -> list[str]:
+            await agent.run(user_msg=query)
+            return seen[-1]
+
+        return run
+
+    return make(False), make(True)
+
+
+FRAMEWORKS: dict[str, Callable[[list[Candidate], ToolNarrower], tuple[Run, Run]]] = {
+    "langchain": langchain_runs,
+    "pydantic-ai": pydantic_ai_runs,
+    "openai-agents": openai_agents_runs,
+    "llamaindex": llamaindex_runs,
+}
+
+
+async def measure(name: str, cands: list[Candidate], queries: list[str], selector: str, k: int) -> dict[str, Any]:
+    narrower = ToolNarrower(selector=selector, k=k)
+    plain, narrowed = FRAMEWORKS[name](cands, narrower)
+    by_name = {c.id: c for c in cands}
+    tokens = {n: definition_tokens(c) for n, c in by_name.items()}
+    from shortlist.integrations.core import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
+
+    tokens[SEARCH_TOOL_NAME] = definition_tokens(
+        Candidate(SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, parameters=SEARCH_TOOL_PARAMETERS)
+    )
+    for q in queries[:5]:  # warm both paths (imports, the selector's index, the framework's caches)
+        await plain("warm up " + q)
+        await narrowed("warm up " + q)
+    times: dict[str, list[float]] = {"plain": [], "narrowed": []}
+    toks: dict[str, list[int]] = {"plain": [], "narrowed": []}
+    for q in queries:
+        for label, run in (("plain", plain), ("narrowed", narrowed)):
+            start = time.perf_counter()
+            seen = await run(q)
+            times[label].append((time.perf_counter() - start) * 1000)
+            toks[label].append(sum(tokens.get(n, 0) for n in seen))
+    p = {label: (float(np.percentile(v, 50)), float(np.percentile(v, 99))) for label, v in times.items()}
+    return {
+        "framework": name,
+        "calls": len(queries),
+        "plain_ms": {"p50": round(p["plain"][0], 2), "p99": round(p["plain"][1], 2)},
+        "narrowed_ms": {"p50": round(p["narrowed"][0], 2), "p99": round(p["narrowed"][1], 2)},
+        "overhead_ms": {
+            "p50": round(p["narrowed"][0] - p["plain"][0], 2),
+            "p99": round(p["narrowed"][1] - p["plain"][1], 2),
+        },
+        "tool_tokens_per_call": {
+            "plain": round(float(np.mean(toks["plain"]))),
+            "narrowed": round(float(np.mean(toks["narrowed"]))),
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--selector", default="hybrid")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    cands, queries = load(args.queries)
+    rows = [asyncio.run(measure(n, cands, queries, args.selector, args.k)) for n in args.frameworks.split(",")]
+    if args.json:
+        print(json.dumps({"selector": args.selector, "k": args.k, "tools": len(cands), "rows": rows}, indent=2))
+        return
+    print(f"{len(cands)} MetaTool tools, {len(queries)} queries, selector {args.selector}, k={args.k}")
+    print(
+        f"{'framework':<14} {'no narrowing p50/p99 ms':>24} {'with shortlist p50/p99 ms':>26} {'overhead p50/p99 ms':>20} {'tool tokens/call':>18}"
+    )
+    for r in rows:
+        a, b, o, t = r["plain_ms"], r["narrowed_ms"], r["overhead_ms"], r["tool_tokens_per_call"]
+        print(
+            f"{r['framework']:<14} {a['p50']:>11.2f} / {a['p99']:<10.2f} {b['p50']:>12.2f} / {b['p99']:<11.2f}"
+            f" {o['p50']:>8.2f} / {o['p99']:<9.2f} {t['plain']:>7} -> {t['narrowed']:<6}"
+        )
+
+
+if __name__ == "__main__":
+    main()
