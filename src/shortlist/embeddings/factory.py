@@ -60,15 +60,19 @@ def build_embedder(cfg: EmbeddingProviderConfig) -> Embedder:
 
 def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> Embedder:
     if cfg.type == "default":
-        from shortlist.embeddings.default import DEFAULT_MODEL_NAME, DefaultEmbedder
+        from shortlist.embeddings.default import DEFAULT_MODEL_NAME, EMBEDDED_MODELS, DefaultEmbedder
 
-        if cfg.model not in (None, "", DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"):
+        if cfg.model not in (None, "", *EMBEDDED_MODELS, "all-MiniLM-L6-v2"):
             raise ConfigError(
-                f"type 'default' is the embedded {DEFAULT_MODEL_NAME}; remove model={cfg.model!r} "
+                f"type 'default' is an embedded model ({', '.join(EMBEDDED_MODELS)}); remove model={cfg.model!r} "
                 "or use type 'openai' with a base_url for another model",
                 path=where,
             )
         _check_options(extra, _DEFAULT_OPTIONS, where)
+        if cfg.model in EMBEDDED_MODELS:
+            extra["model"] = cfg.model
+        elif cfg.model == "all-MiniLM-L6-v2":
+            extra["model"] = DEFAULT_MODEL_NAME
         return DefaultEmbedder(batch_size=cfg.batch_size, **extra)
     defaults = OPENAI_COMPATIBLE_DEFAULTS.get(cfg.type)
     if defaults is None:
