@@ -671,7 +671,12 @@ class PostgresBackend(IndexBackend):
             legs.append("SELECT row FROM lex")
         if qv is not None:
             den_where, den_params = self._filter_params(filters, "df")
-            order = "c.embedding <#> %(v)s::vector" + (", c.row" if self.dense_search == "exact" else "")
+            # exact: "+ 0" keeps the planner off the HNSW index (an index scan ordered by the distance
+            # followed by an incremental sort on row would look exact and be approximate)
+            if self.dense_search == "exact":
+                order = "(c.embedding <#> %(v)s::vector) + 0, c.row"
+            else:
+                order = "c.embedding <#> %(v)s::vector"
             ctes.append(
                 f"den AS (SELECT c.row FROM {self._chunks_t} c WHERE true{den_where} ORDER BY {order} LIMIT %(n)s)"
             )
