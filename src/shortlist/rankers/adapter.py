@@ -6,10 +6,11 @@ it used: ridge regression pulled toward the identity, ``min ||Q W^T - Y||^2 + la
 (``Q`` the embedded queries, with the ranker's query prefix; ``Y`` the tools' ``"name:
 description"`` vectors), solved in closed form. The hybrid ranker then blends, **for the tools
 the adapter was trained on only**, the description cosine with the cosine of the mapped
-query (``adapter_weight``); every other tool keeps its plain cosine, so a tool with no usage
-yet is scored as before (a map fitted on other tools' queries misleads on it: measured in
-``docs/evaluation.md``). It is per deployment: fitted on one catalog's log, it does not
-transfer to another catalog.
+query (``adapter_weight``), moment-matched per turn to the plain cosines of those tools so it
+re-orders them without lifting them as a block; every other tool keeps its plain cosine, so a
+tool with no usage yet is scored as before (a map fitted on other tools' queries misleads on
+it: measured in ``docs/evaluation.md``). It is per deployment: fitted on one catalog's log, it
+does not transfer to another catalog.
 """
 
 from __future__ import annotations

@@ -256,11 +256,22 @@ class HybridRanker(Ranker):
         else:
             mask = cached[1]
         mapped = adapter.transform(vectors)
-        w = np.float32(self.adapter_weight)
+        w = float(self.adapter_weight)
         out = []
         for v, m in zip(vectors, mapped, strict=True):
-            plain = matvec(cat.desc, v)
-            out.append(np.where(mask, (1 - w) * plain + w * matvec(cat.desc, m), plain).astype(np.float32))
+            plain = matvec(cat.desc, v).astype(np.float64)
+            if not mask.any():
+                out.append(plain.astype(np.float32))
+                continue
+            adapted = matvec(cat.desc, m).astype(np.float64)
+            # Moment-match the adapted cosines to the plain ones over the trained tools (same mean
+            # and spread), so the adapter re-orders those tools without lifting them as a block
+            # above the tools it never saw; and never above the turn's best plain cosine.
+            a_mean, a_std = adapted[mask].mean(), adapted[mask].std()
+            p_mean, p_std = plain[mask].mean(), plain[mask].std()
+            matched = (adapted - a_mean) / a_std * p_std + p_mean if a_std > 0 else plain
+            blended = np.minimum((1 - w) * plain + w * matched, plain.max())
+            out.append(np.where(mask, blended, plain).astype(np.float32))
         return out
 
     def score_with_confidence(self, query: Query, candidates: Sequence[Candidate]) -> tuple[Scores, Scores]:
