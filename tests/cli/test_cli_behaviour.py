@@ -219,8 +219,14 @@ def readme_config() -> str:
 def test_a_cold_select_with_the_readme_config_narrows(tmp_path: Path) -> None:
     config = tmp_path / "runtime.yaml"
     config.write_text(readme_config())
+    # (a query above the config's min_score: 0.57, which its hybrid abstains below)
     proc = cli(
-        "select", "what's the weather in Paris tomorrow", "--config", str(config), "--json", cache=tmp_path / "cold"
+        "select",
+        "get the weather forecast for Paris tomorrow",
+        "--config",
+        str(config),
+        "--json",
+        cache=tmp_path / "cold",
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
