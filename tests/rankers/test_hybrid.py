@@ -67,12 +67,18 @@ def test_hybrid_scores_equal_fusing_its_parts(fusion: str) -> None:
 
 def test_the_prefix_is_on_the_dense_side_only() -> None:
     emb = HashEmbedder(dim=128)
-    HybridRanker(embedder=emb, query_prefix="Find: ").score(Query("stock price"), CATALOG)
+    ranker = HybridRanker(embedder=emb, query_prefix="Find: ")
+    ranker.score_with_confidence(Query("stock price"), CATALOG)
     assert emb.texts[-2:] == ["Find: stock price", "stock price"]  # one call: prefixed, then as written
-    calls = emb.calls
-    HybridRanker(embedder=emb, query_prefix="").score(Query("stock price"), CATALOG)
-    assert emb.texts[-2:] != ["stock price", "stock price"] and emb.texts[-1] == "stock price"
-    assert emb.calls == calls + 2  # the new ranker's catalog, then the query alone
+    calls = len(emb.texts)
+    ranker.select(Query("stock quote"), CATALOG)  # zero-shot, no abstention: one text
+    assert emb.texts[calls:] == ["Find: stock quote"]
+    taught = [c.with_examples(["what is AAPL at"]) if c.id == "stocks" else c for c in CATALOG]
+    ranker.select(Query("stock ticker"), taught)  # examples are compared with the query as written
+    assert emb.texts[-2:] == ["Find: stock ticker", "stock ticker"]
+    plain = HashEmbedder(dim=128)
+    HybridRanker(embedder=plain, query_prefix="").score_with_confidence(Query("stock price"), CATALOG)
+    assert plain.texts[-1] == "stock price" and "stock price" not in plain.texts[:-1]
 
 
 def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:

@@ -208,32 +208,35 @@ class HybridRanker(Ranker):
         """The parts a query is scored by besides the whole (``[]``: one request, or ``decompose`` off)."""
         return split_intents(text) if self.decompose else []
 
-    def _scored(self, query: Query, candidates: Sequence[Candidate]) -> _Scored:
+    def _scored(self, query: Query, candidates: Sequence[Candidate], *, confidence: bool = True) -> _Scored:
         texts = [query.text, *self.intents(query.text)]
         cat = self.dense.prepare(candidates)
-        # One model call: each text behind the prefix (its description score), then as written (its
-        # example score and, for the whole query, the confidence); without a prefix, once.
+        # One model call: each text behind the prefix (its description score); the texts as written
+        # too (their example score and, for the whole query, the confidence) only when the catalog
+        # has examples or the confidence is asked for, so a zero-shot turn embeds one text.
         prefixed = bool(self.query_prefix)
-        batch = [self.query_prefix + t for t in texts] + (texts if prefixed else [])
+        as_written = prefixed and (bool(cat.owners.size) or confidence)
+        batch = [self.query_prefix + t for t in texts] + (texts if as_written else [])
         vectors = self.dense.embed_queries(batch)
-        described, plain = (vectors[: len(texts)], vectors[len(texts) :]) if prefixed else (vectors, vectors)
+        described = vectors[: len(texts)]
+        plain = vectors[len(texts) :] if as_written else described
         adapted = self._adapted_desc(described, cat)
         parts: list[Scores] = []
-        confidence = np.zeros(0, dtype=np.float64)
+        conf = np.zeros(0, dtype=np.float64)
         for i, text in enumerate(texts):
             desc = matvec(cat.desc, described[i]) if adapted is None else adapted[i]
             dense = self.dense.score_vector(plain[i], cat, desc=desc)
             lexical = np.asarray(self.bm25.score(Query(text), candidates), dtype=np.float64)
             parts.append(self.fuse(lexical, dense))
-            if i == 0:
+            if i == 0 and confidence:
                 # The confidence is the query as written: the prefix helps ranking but blurs the
                 # cosine's meaning (AUROC 0.853 -> 0.833 on MetaTool zero-shot).
                 raw = self.dense.score_vector(plain[0], cat) if prefixed else dense
-                confidence = raw + self.confidence_bm25_weight * lexical if self.confidence_bm25_weight else raw
+                conf = raw + self.confidence_bm25_weight * lexical if self.confidence_bm25_weight else raw
         fused = parts[0]
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
-        return _Scored(fused, tuple(parts[1:]), confidence)
+        return _Scored(fused, tuple(parts[1:]), conf if confidence else fused)
 
     def _adapted_desc(self, vectors: np.ndarray[Any, np.dtype[np.float32]], cat: Any) -> list[Any] | None:
         """Per query vector, the description cosines with the adapter blended in (None: no adapter)."""
@@ -283,25 +286,32 @@ class HybridRanker(Ranker):
         return scored.fused, scored.confidence
 
     def score(self, query: Query, candidates: Sequence[Candidate]) -> Scores:
-        """Fused scores, one per candidate."""
-        return self.score_with_confidence(query, candidates)[0]
+        """Fused scores, one per candidate (no confidence computed)."""
+        if not candidates:
+            return np.zeros(0, dtype=np.float64)
+        return self._scored(query, candidates, confidence=False).fused
 
     def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
-        """As :meth:`Ranker.select`; a split query's top ``k`` covers each intent (``cover_intents``)."""
-        if not candidates or not self.cover_intents or not self.intents(query.text):
-            return super().select(query, candidates)
-        scored = self._scored(query, candidates)
+        """As :meth:`Ranker.select` (the confidence is computed only when abstention is set); a split
+        query's top ``k`` covers each intent with ``cover_intents``."""
+        if not candidates:
+            return Selection()
+        scored = self._scored(query, candidates, confidence=self.abstention is not None)
         if self.abstention is not None and self.abstention.abstains(scored.confidence):
             return Selection(reason="abstained: no candidate fits the query", abstained=True)
+        fused = scored.fused
         k = min(query.k or self.top_k, len(candidates))
-        order = cover(scored.fused, scored.parts, k)
+        if self.cover_intents and scored.parts:
+            order = cover(fused, scored.parts, k)
+        elif k < len(candidates):
+            top = np.argpartition(-fused, k - 1)[:k]
+            order = [int(i) for i in top[np.argsort(-fused[top], kind="stable")]]
+        else:
+            order = [int(i) for i in np.argsort(-fused, kind="stable")]
         if self.adaptive_k is not None and order:
-            best = scored.fused[order[0]]
-            order = [i for i in order if scored.fused[i] >= self.adaptive_k * best] if best > 0 else order[:1]
-        return Selection(
-            tuple(candidates[i].id for i in order),
-            scores=tuple(float(scored.fused[i]) for i in order),
-        )
+            best = fused[order[0]]
+            order = [i for i in order if fused[i] >= self.adaptive_k * best] if best > 0 else order[:1]
+        return Selection(tuple(candidates[i].id for i in order), scores=tuple(float(fused[i]) for i in order))
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
         """Build both indexes (BM25 and vectors) for ``candidates``; return the seconds spent."""
