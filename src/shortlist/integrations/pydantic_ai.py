@@ -27,6 +27,7 @@ from shortlist.integrations.core import (
     found_in,
     tool_candidate,
 )
+from shortlist.selection.facade import DEFAULT
 from shortlist.types import Candidate
 
 try:
@@ -122,13 +123,14 @@ class ShortlistTools(AbstractCapability[Any]):
     Args:
         narrower: the engine (selector, ``k``, ``search_k``, ``on_event``); default
             ``ToolNarrower(selector=..., k=...)``.
-        selector: the selector when no ``narrower`` is given (name, instance or None).
+        selector: the selector when no ``narrower`` is given (name, instance, None, or ``DEFAULT``:
+            the config's binding, else the built-in default).
         k: the most tools ranked in per turn besides pins, when no ``narrower`` is given.
         only: narrow only these tool names (None: every function tool); the others always pass.
     """
 
     narrower: ToolNarrower | None = None
-    selector: Any = "hybrid"
+    selector: Any = DEFAULT
     k: int = 5
     only: frozenset[str] | None = None
     _engine: ToolNarrower = field(init=False, repr=False)
