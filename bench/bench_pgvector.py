@@ -95,7 +95,7 @@ def _queries(docs: list[Any], n: int) -> list[str]:
     return [" ".join(rng.sample(d.text.split(), k=min(5, len(d.text.split())))) for d in rng.sample(docs, n)]
 
 
-def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool) -> dict[str, Any]:
+def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool, exact_sample: int) -> dict[str, Any]:
     from tqdm import tqdm
 
     emb = HashingEmbedder(384)
@@ -125,7 +125,7 @@ def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool) 
         exact = PostgresBackend(url, corpus=corpus, embedder=emb, dense_search="exact")
         # HNSW recall@10 of the dense leg, against exact search, for several ef_search
         qvecs = [emb.embed([q])[0] for q in qtexts]
-        sample = min(len(qtexts), 100)
+        sample = min(len(qtexts), exact_sample)  # an exact search scans every vector: seconds at 1M
         # a hit counts when it is as near as the exact 10th (equal distances are equally right)
         truth = [
             min(h.dense or 0.0 for h in exact.query(vector=v, k=10)) - 1e-6
@@ -144,6 +144,7 @@ def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool) 
             recall[f"ef_search_{ef}"] = {"recall_at_10": round(r, 3), "dense_p50_ms": _pct(ms, 50)}
             b.close()
         out["hnsw_recall_vs_exact"] = recall
+        out["exact_sample"] = sample
         # hybrid top-5 with HNSW (default ef_search=100): the search alone, then with a MiniLM query embedding
         for q in qtexts[:10]:
             backend.query(q, k=5)
@@ -303,6 +304,7 @@ def main() -> None:
     s.add_argument("--dsn", default=None)
     s.add_argument("--keep", action="store_true")
     s.add_argument("--reuse", action="store_true")
+    s.add_argument("--exact-sample", type=int, default=100, help="queries compared with exact search")
     lx = sub.add_parser("lexical")
     lx.add_argument("--dsn", default=None)
     lx.add_argument("--cache", default=".cache/evaldata", help="folder holding the LiveMCPBench wheel")
@@ -313,7 +315,7 @@ def main() -> None:
     r.add_argument("--queries", type=int, default=300)
     args = p.parse_args()
     if args.section == "scale":
-        result = bench_scale(args.docs, args.dsn, args.queries, args.keep, args.reuse)
+        result = bench_scale(args.docs, args.dsn, args.queries, args.keep, args.reuse, args.exact_sample)
     elif args.section == "lexical":
         result = bench_lexical(args.dsn, args.cache)
     else:
