@@ -291,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=200, help="queries per catalog")
     p.add_argument("--max-embed", type=int, default=10_000, help="largest catalog for embedding/hybrid")
     p.add_argument("--no-metatool", action="store_true", help="skip the MetaTool catalogs")
+    p.add_argument("--no-examples", action="store_true", help="skip MetaTool with its 18k train examples")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     notes: list[str] = ["BLAS threads = 1; k = 5; cached index (warm-up call excluded, its time is build_s)"]
@@ -303,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench_catalog(f"synthetic-{n}", tools, pool[:q], fresh=fresh, max_embed=args.max_embed, notes=notes)
         )
     if not args.no_metatool and METATOOL.is_dir():
-        for examples in (False, True):
+        for examples in (False,) if args.no_examples else (False, True):
             tools, pool = metatool(8 * q, examples)
             # Different queries per catalog too, for the same reason.
             base = pool[4 * q :] if examples else pool
