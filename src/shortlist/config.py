@@ -263,7 +263,9 @@ class CacheConfig(_Strict):
 
 
 class EnrichmentConfig(_Strict):
-    """``spec.enrichment`` (shortlist's own): the host's model writes example requests per tool (``docs/enrichment.md``).
+    """``spec.enrichment`` (shortlist's own): the host's model writes example requests per tool.
+
+    See ``docs/enrichment.md``.
 
     Used by ``shortlist catalog enrich``; the requests go to the feedback log of
     ``selection.examples`` (or ``db``). Off when absent.
