@@ -100,3 +100,17 @@ class Events:
 
     def named(self, name: str) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.seen if e.name == name]
+
+
+#: A system prompt of about 1,000 tokens (characters / 4): with ``horizon=1`` the ``stable`` policy neither widens
+#: to the whole 12-tool catalog (carrying it would cost more) nor changes the block on a later turn (re-writing the
+#: prefix would cost more than the search it saves), so its tools stay exactly what the first turn decided.
+SYSTEM = "You are a helpful assistant for travel, money, office and leisure questions. " * 52
+
+#: Four user turns with different requests (the second and fourth rank other tools first under ``per_turn``).
+TURNS = (
+    "what is the weather forecast in Paris?",
+    "book a flight ticket to Rome",
+    "convert ten euros into another currency",
+    "play a song by Queen",
+)

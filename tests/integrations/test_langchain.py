@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("langgraph")
 
-from integration_helpers import FUNCTIONS, NAMES, Events
+from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -58,7 +58,7 @@ def test_middleware_narrows_every_model_call_and_find_tools_reaches_the_rest() -
     ]
     model = RecordingModel(messages=iter(script))
     events = Events()
-    middleware = ShortlistMiddleware(selector="bm25", k=3, on_event=events)
+    middleware = ShortlistMiddleware(selector="bm25", k=3, on_event=events, policy="per_turn")
     agent = create_agent(model, tools=tools(), middleware=[middleware])
 
     state = agent.invoke({"messages": [HumanMessage("what is the weather forecast in Paris?")]})
@@ -161,3 +161,41 @@ async def test_bigtool_retrieve_tools_ranks_the_registry() -> None:
         "id-stock_price",
         "id-book_hotel",
     ]
+
+
+def test_stable_offers_the_same_tools_every_turn_and_grows_only_by_what_find_tools_found() -> None:
+    script = [
+        AIMessage(content="Sunny."),
+        AIMessage(content="Booked."),
+        call("find_tools", {"query": "convert money into another currency"}, "c1"),
+        call("convert_currency", {"amount": 10.0, "currency": "EUR"}, "c2"),
+        AIMessage(content="10 EUR."),
+        AIMessage(content="Playing."),
+    ]
+    model = RecordingModel(messages=iter(script))
+    events = Events()
+    middleware = ShortlistMiddleware(selector="bm25", k=3, search_k=1, horizon=1, on_event=events)  # stable: default
+    agent = create_agent(model, tools=tools(), system_prompt=SYSTEM, middleware=[middleware])
+    state: Any = {"messages": []}
+    for turn in TURNS:
+        state["messages"].append(HumanMessage(turn))
+        state = agent.invoke(state)
+    t1, t2, t3, t4, t5, t6 = model.seen
+    assert "get_weather" in t1 and "find_tools" in t1 and len(t1) <= 4
+    assert t1 == t2 == t3 and "book_flight" not in t2  # the second turn's request did not re-select
+    assert t4 == t5 == t6 and set(t4) - set(t1) == {"convert_currency"} and set(t1) <= set(t4)
+    assert state["messages"][-1].content == "Playing."
+    assert not events.named("selection.fallback") and not events.named("selection.offer_changed")
+
+
+def test_per_turn_re_selects_on_every_user_message() -> None:
+    model = RecordingModel(messages=iter([AIMessage(content="a"), AIMessage(content="b"), AIMessage(content="c")]))
+    middleware = ShortlistMiddleware(selector="bm25", k=3, policy="per_turn")
+    agent = create_agent(model, tools=tools(), system_prompt=SYSTEM, middleware=[middleware])
+    state: Any = {"messages": []}
+    for turn in (TURNS[0], TURNS[1], TURNS[3]):
+        state["messages"].append(HumanMessage(turn))
+        state = agent.invoke(state)
+    t1, t2, t3 = model.seen
+    assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
+    assert t1 != t2 != t3

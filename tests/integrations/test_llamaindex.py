@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from integration_helpers import FUNCTIONS, NAMES, Events
+from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -69,7 +69,7 @@ async def test_agent_calls_the_model_with_the_narrowed_tools_and_find_tools_reac
         call("convert_currency", {"amount": 5.0, "currency": "CHF"}, "c3"),
         text("Booked; 5 CHF."),
     )
-    retriever = ShortlistToolRetriever(tools(), ToolNarrower(selector="bm25", k=3, on_event=events))
+    retriever = ShortlistToolRetriever(tools(), ToolNarrower(selector="bm25", k=3, on_event=events, policy="per_turn"))
     assert isinstance(retriever, ObjectRetriever)
     memory = ChatMemoryBuffer.from_defaults()
     a = agent(script, retriever)
@@ -111,3 +111,33 @@ def test_retrieve_is_a_drop_in_object_retriever() -> None:
     got = [t.metadata.name for t in retriever.retrieve(QueryBundle("find a cooking recipe for lasagna"))]
     assert got[0] == "find_recipe" and got[-1] == "find_tools" and len(got) <= 3
     assert [t.metadata.name for t in retriever.retrieve("send_email")] == ["send_email"]  # the agent's lookup by name
+
+
+async def test_stable_offers_the_same_tools_every_turn_and_grows_only_by_what_find_tools_found() -> None:
+    events = Events()
+    script = Scripted(
+        text("Sunny."),
+        text("Booked."),
+        call("find_tools", {"query": "convert money into another currency"}, "c1"),
+        call("convert_currency", {"amount": 5.0, "currency": "CHF"}, "c2"),
+        text("5 CHF."),
+        text("Playing."),
+    )
+    narrower = ToolNarrower(selector="bm25", k=3, search_k=1, horizon=1, on_event=events)
+    retriever = ShortlistToolRetriever(tools(), narrower, system_prompt=SYSTEM)
+    memory = ChatMemoryBuffer.from_defaults()
+    a = agent(script, retriever)
+    for turn in TURNS:
+        out = await a.run(user_msg=turn, memory=memory)
+    assert str(out) == "Playing."
+    t1, t2, t3, t4, t5, t6 = script.seen
+    assert "get_weather" in t1 and "find_tools" in t1 and len(t1) <= 4
+    assert t1 == t2 == t3 and "book_flight" not in t2
+    assert t4 == t5 == t6 and set(t4) - set(t1) == {"convert_currency"} and set(t1) <= set(t4)
+    assert not events.named("selection.fallback") and not events.named("selection.offer_changed")
+
+
+def test_per_turn_re_selects_on_every_query() -> None:
+    retriever = ShortlistToolRetriever(tools(), selector="bm25", k=3, policy="per_turn")
+    t1, t2 = ([t.metadata.name for t in retriever.retrieve(q)] for q in (TURNS[0], TURNS[1]))
+    assert "get_weather" in t1 and "book_flight" in t2 and t1 != t2

@@ -15,7 +15,7 @@ pytest.importorskip("agents")
 from agents import Agent, FunctionTool, RunConfig, Runner, Usage, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
-from integration_helpers import FUNCTIONS, NAMES, Events
+from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from shortlist.integrations.core import ToolNarrower
@@ -74,7 +74,7 @@ async def test_each_model_call_gets_the_narrowed_tools_and_find_tools_reaches_th
         call("convert_currency", {"amount": 2.0, "currency": "GBP"}, "c3"),
         text("Booked; 2 GBP."),
     )
-    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=3, on_event=events))
+    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=3, on_event=events, policy="per_turn"))
     agent = Agent(name="travel", model=model, tools=[*tools(), model.find_tools])
 
     first = await Runner.run(agent, "what is the weather forecast in Paris?")
@@ -145,3 +145,39 @@ async def test_tools_of_an_attached_mcp_server_are_narrowed_and_callable() -> No
     )
     outputs = [dict(i)["output"] for i in out.to_input_list() if i.get("type") == "function_call_output"]
     assert "Europe/Paris" in json.dumps(outputs[0])  # the real server answered
+
+
+async def test_stable_offers_the_same_tools_every_turn_and_grows_only_by_what_find_tools_found() -> None:
+    events = Events()
+    inner = ScriptedModel(
+        text("Sunny."),
+        text("Booked."),
+        call("find_tools", {"query": "convert money into another currency"}, "c1"),
+        call("convert_currency", {"amount": 2.0, "currency": "GBP"}, "c2"),
+        text("2 GBP."),
+        text("Playing."),
+    )
+    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=3, search_k=1, horizon=1, on_event=events))
+    agent = Agent(name="travel", instructions=SYSTEM, model=model, tools=[*tools(), model.find_tools])
+    items: list[Any] = []
+    for turn in TURNS:
+        result = await Runner.run(agent, [*items, {"role": "user", "content": turn}])
+        items = result.to_input_list()
+    assert result.final_output == "Playing."
+    t1, t2, t3, t4, t5, t6 = inner.seen
+    assert "get_weather" in t1 and "find_tools" in t1 and len(t1) <= 4
+    assert t1 == t2 == t3 and "book_flight" not in t2
+    assert t4 == t5 == t6 and set(t4) - set(t1) == {"convert_currency"} and set(t1) <= set(t4)
+    assert not events.named("selection.fallback") and not events.named("selection.offer_changed")
+
+
+async def test_per_turn_re_selects_on_every_user_message() -> None:
+    inner = ScriptedModel(text("a"), text("b"), text("c"))
+    model = ShortlistModel(inner, selector="bm25", k=3, policy="per_turn")
+    agent = Agent(name="a", instructions=SYSTEM, model=model, tools=[*tools(), model.find_tools])
+    items: list[Any] = []
+    for turn in (TURNS[0], TURNS[1], TURNS[3]):
+        items = (await Runner.run(agent, [*items, {"role": "user", "content": turn}])).to_input_list()
+    t1, t2, t3 = inner.seen
+    assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
+    assert t1 != t2 != t3

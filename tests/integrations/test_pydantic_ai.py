@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from integration_helpers import FUNCTIONS, NAMES, Events
+from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -49,7 +49,7 @@ async def test_capability_narrows_each_step_and_find_tools_reaches_the_rest() ->
         call("convert_currency", {"amount": 3.0, "currency": "JPY"}),
         text("Booked; 3 JPY."),
     )
-    capability = ShortlistTools(ToolNarrower(selector="bm25", k=3, on_event=events))
+    capability = ShortlistTools(ToolNarrower(selector="bm25", k=3, on_event=events, policy="per_turn"))
     agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability])
 
     first = await agent.run("what is the weather forecast in Paris?")
@@ -111,3 +111,43 @@ async def test_prepare_tools_function_and_find_tools_tool_without_the_capability
     first, second, _ = script.seen
     assert "book_hotel" in first and "find_tools" in first and "play_music" not in first
     assert "play_music" in second
+
+
+async def test_stable_offers_the_same_tools_every_turn_and_grows_only_by_what_find_tools_found() -> None:
+    events = Events()
+    script = Scripted(
+        text("Sunny."),
+        text("Booked."),
+        call("find_tools", {"query": "convert money into another currency"}),
+        call("convert_currency", {"amount": 3.0, "currency": "JPY"}),
+        text("3 JPY."),
+        text("Playing."),
+    )
+    capability = ShortlistTools(ToolNarrower(selector="bm25", k=3, search_k=1, horizon=1, on_event=events))
+    agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability], instructions=SYSTEM)
+    history: list[ModelMessage] = []
+    for turn in TURNS:
+        result = await agent.run(turn, message_history=history)
+        history = result.all_messages()
+    assert result.output == "Playing."
+    t1, t2, t3, t4, t5, t6 = script.seen
+    assert "get_weather" in t1 and "find_tools" in t1 and len(t1) <= 4
+    assert t1 == t2 == t3 and "book_flight" not in t2
+    assert t4 == t5 == t6 and set(t4) - set(t1) == {"convert_currency"} and set(t1) <= set(t4)
+    assert not events.named("selection.fallback") and not events.named("selection.offer_changed")
+
+
+async def test_per_turn_re_selects_on_every_user_message() -> None:
+    script = Scripted(text("a"), text("b"), text("c"))
+    agent = Agent(
+        FunctionModel(script),
+        tools=list(FUNCTIONS),
+        capabilities=[ShortlistTools(selector="bm25", k=3, policy="per_turn")],
+        instructions=SYSTEM,
+    )
+    history: list[ModelMessage] = []
+    for turn in (TURNS[0], TURNS[1], TURNS[3]):
+        history = (await agent.run(turn, message_history=history)).all_messages()
+    t1, t2, t3 = script.seen
+    assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
+    assert t1 != t2 != t3

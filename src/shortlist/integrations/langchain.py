@@ -1,4 +1,4 @@
-"""LangChain and LangGraph: narrow an agent's tools on every model call with shortlist.
+"""LangChain and LangGraph: narrow an agent's tools with shortlist, kept stable across a conversation.
 
 Three ways in, one engine (:class:`~shortlist.integrations.core.ToolNarrower`):
 
@@ -11,6 +11,10 @@ Three ways in, one engine (:class:`~shortlist.integrations.core.ToolNarrower`):
 * :func:`retrieve_tools_functions`: a ``retrieve_tools`` pair for ``langgraph-bigtool``'s
   ``create_agent(..., retrieve_tools_function=..., retrieve_tools_coroutine=...)``: the registry
   is ranked by shortlist instead of a ``BaseStore`` semantic search.
+
+The tools follow the narrower's ``policy``: ``stable`` (default) decides them at the
+conversation's first user message and only adds the tools ``find_tools`` found, so the provider's
+prompt cache keeps the history behind them; ``per_turn`` re-selects on every user message.
 
 Tools loaded from MCP servers (``langchain-mcp-adapters``) are ``BaseTool`` objects like any
 other and are narrowed the same way.
@@ -26,6 +30,7 @@ from shortlist.errors import MissingDependencyError
 from shortlist.integrations.core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
+    Conversation,
     ToolChoice,
     ToolNarrower,
     found_in,
@@ -60,25 +65,30 @@ def _text(message: BaseMessage) -> str:
     return str(message.text)  # a property in langchain-core 1.x (a callable str for old callers)
 
 
-def _latest_user_text(messages: Sequence[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            return _text(message)
-        if isinstance(message, Mapping) and message.get("role") == "user" and isinstance(message.get("content"), str):
-            return str(message["content"])
-    return ""
-
-
-def _found(messages: Sequence[Any]) -> list[str]:
-    """The names earlier ``find_tools`` results made available, oldest first."""
+def _conversation(messages: Sequence[Any], system: Any = None) -> Conversation:
+    """The conversation ``messages`` hold: user messages, the size of the rest, what searches found."""
+    conv = Conversation()
+    if isinstance(system, BaseMessage):
+        conv.system(_text(system))
     calls: set[str] = set()
-    out: list[str] = []
     for message in messages:
-        if isinstance(message, AIMessage):
-            calls.update(c["id"] or "" for c in message.tool_calls if c["name"] == SEARCH_TOOL_NAME)
+        if isinstance(message, HumanMessage):
+            conv.user(_text(message))
+        elif isinstance(message, Mapping):
+            content = message.get("content")
+            if message.get("role") == "user" and isinstance(content, str):
+                conv.user(content)
+            else:
+                conv.other(len(str(content or "")))
         elif isinstance(message, ToolMessage) and (message.name == SEARCH_TOOL_NAME or message.tool_call_id in calls):
-            out.extend(found_in(message.content))
-    return out
+            conv.other(len(str(message.content)))
+            conv.found_tools(found_in(message.content))
+        elif isinstance(message, BaseMessage):
+            if isinstance(message, AIMessage):
+                calls.update(c["id"] or "" for c in message.tool_calls if c["name"] == SEARCH_TOOL_NAME)
+                conv.other(len(str(message.tool_calls)))
+            conv.other(len(str(message.content)))
+    return conv
 
 
 def find_tools_tool(narrower: ToolNarrower, tools: Callable[[], Sequence[BaseTool]] | Sequence[BaseTool]) -> BaseTool:
@@ -112,13 +122,14 @@ def narrowed_tools(
     Args:
         narrower: the engine (selector, ``k``, events).
         tools: every tool the node could offer.
-        messages: the state's messages (the latest user message is the query; earlier
-            ``find_tools`` results add the tools they found).
+        messages: the state's messages (under ``stable`` the tools are decided at the first
+            user message and kept; under ``per_turn`` the latest user message is the query;
+            earlier ``find_tools`` results add the tools they found).
         search_tool: the ``find_tools`` tool to add when a tool is left out (build it once with
             :func:`find_tools_tool` and give the same object to the node's ``ToolNode``).
     """
     catalog = tool_candidates(narrower, tools)
-    choice = narrower.choose(catalog, _latest_user_text(messages), _found(messages))
+    choice = narrower.choose(catalog, _conversation(messages))
     out = _keep(tools, choice)
     if choice.search_tool and search_tool is not None:
         out.append(search_tool)
@@ -138,11 +149,12 @@ except ImportError:  # pragma: no cover - langgraph-only installs use narrowed_t
 
 
 class ShortlistMiddleware(_Base):  # type: ignore[misc]
-    """LangChain v1 agent middleware: the model sees only the tools shortlist picks for the turn.
+    """LangChain v1 agent middleware: the model sees only the tools shortlist picks for the conversation.
 
     Args:
         narrower: the engine; default a :class:`ToolNarrower` built from ``options``.
-        **options: :class:`ToolNarrower` arguments (``selector``, ``k``, ``search_k``, ``on_event``...).
+        **options: :class:`ToolNarrower` arguments (``selector``, ``policy`` -- ``stable`` by
+            default, ``k``, ``search_k``, ``on_event``...).
 
     The ``find_tools`` tool it registers ranks the tools of the agent's last model request.
     """
@@ -173,11 +185,11 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         return request.override(tools=[*kept, *others])
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        """Narrow ``request.tools`` for the turn, then call the model."""
+        """Narrow ``request.tools`` for the conversation (its policy), then call the model."""
         tools, others, catalog = self._split(request)
         if not tools:
             return handler(request)
-        choice = self.narrower.choose(catalog, _latest_user_text(request.messages), _found(request.messages))
+        choice = self.narrower.choose(catalog, _conversation(request.messages, request.system_message))
         return handler(self._rewrite(request, tools, others, choice))
 
     async def awrap_model_call(
@@ -187,7 +199,7 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         tools, others, catalog = self._split(request)
         if not tools:
             return await handler(request)
-        choice = await self.narrower.achoose(catalog, _latest_user_text(request.messages), _found(request.messages))
+        choice = await self.narrower.achoose(catalog, _conversation(request.messages, request.system_message))
         return await handler(self._rewrite(request, tools, others, choice))
 
 

@@ -11,7 +11,12 @@ vector index is built and no embedding model is needed (unless the selector is o
   up through the retriever);
 * the ``find_tools`` tool (the escape hatch) is returned with the narrowed tools when some tool is
   left out; the tools it finds are returned by every later ``retrieve`` of this retriever (one
-  retriever per conversation; :meth:`ShortlistToolRetriever.reset` forgets them).
+  retriever per conversation; :meth:`ShortlistToolRetriever.reset` forgets them);
+* under the default ``stable`` policy the tools are decided at the conversation's first query and
+  kept for its later ones (growing only by what ``find_tools`` found), so the provider's prompt
+  cache keeps the history behind them: the retriever remembers the queries it was asked (it sees
+  no other message, so the prefix estimate is their size and the ``system_prompt`` it is given);
+  ``policy="per_turn"`` re-selects on every query.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from shortlist.errors import MissingDependencyError
-from shortlist.integrations.core import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, ToolNarrower, tool_candidate
+from shortlist.integrations.core import (
+    SEARCH_TOOL_DESCRIPTION,
+    SEARCH_TOOL_NAME,
+    Conversation,
+    ToolNarrower,
+    tool_candidate,
+)
 from shortlist.types import Candidate
 
 try:
@@ -49,10 +60,20 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         tools: every tool the agent may use.
         narrower: the engine (selector, ``k``, ``search_k``, ``on_event``); share one between
             the retrievers of many conversations (the catalog is converted once).
-        **options: :class:`ToolNarrower` arguments when no ``narrower`` is given.
+        system_prompt: the agent's system prompt, counted in the estimate of the prefix behind
+            the tools (``stable``'s widening and change rules; the retriever sees no message).
+        **options: :class:`ToolNarrower` arguments when no ``narrower`` is given (``selector``,
+            ``policy`` -- ``stable`` by default, ``k``...).
     """
 
-    def __init__(self, tools: Sequence[BaseTool], narrower: ToolNarrower | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        tools: Sequence[BaseTool],
+        narrower: ToolNarrower | None = None,
+        *,
+        system_prompt: str = "",
+        **options: Any,
+    ) -> None:
         # no vector retriever or node mapping behind it: retrieve/aretrieve are overridden
         self._retriever = None  # type: ignore[assignment]
         self._object_node_mapping = None  # type: ignore[assignment]
@@ -63,6 +84,8 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         key = ("llamaindex", *((name, id(t)) for name, t in self._by_name.items()))
         self.catalog = self.narrower.catalog(key, lambda: [_candidate(t) for t in self.tools])
         self._found: list[str] = []
+        self._queries: list[str] = []
+        self.system_prompt = system_prompt
         self._lock = threading.Lock()
         self.find_tools = FunctionTool.from_defaults(
             fn=self._find, async_fn=self._afind, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION
@@ -75,9 +98,20 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
             return tuple(self._found)
 
     def reset(self) -> None:
-        """Forget what ``find_tools`` found (a new conversation)."""
+        """Forget what ``find_tools`` found and the queries asked (a new conversation)."""
         with self._lock:
             self._found.clear()
+            self._queries.clear()
+
+    def _conversation(self, text: str) -> Conversation:
+        """The conversation so far: the queries this retriever was asked (a repeat is the same turn)."""
+        with self._lock:
+            if not self._queries or self._queries[-1] != text:
+                self._queries.append(text)
+            conv = Conversation().system(self.system_prompt)
+            for query in self._queries:
+                conv.user(query)
+            return conv.found_tools(self._found)
 
     def _find(self, query: str) -> str:
         """Search the tool catalog for tools that are not loaded yet."""
@@ -110,7 +144,7 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         named = self._named(text)
         if named is not None:
             return named
-        choice = self.narrower.choose(self.catalog, text, self.found)
+        choice = self.narrower.choose(self.catalog, self._conversation(text))
         return self._tools(choice.names, choice.search_tool)
 
     async def aretrieve(self, str_or_query_bundle: str | QueryBundle) -> list[BaseTool]:  # type: ignore[override]
@@ -119,5 +153,5 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         named = self._named(text)
         if named is not None:
             return named
-        choice = await self.narrower.achoose(self.catalog, text, self.found)
+        choice = await self.narrower.achoose(self.catalog, self._conversation(text))
         return self._tools(choice.names, choice.search_tool)

@@ -1,12 +1,15 @@
-"""The OpenAI Agents SDK: narrow the tools of every model call of an agent with shortlist.
+"""The OpenAI Agents SDK: narrow the tools of an agent's model calls with shortlist, stable across a conversation.
 
 The SDK hands each model call the agent's whole tool list: its function tools and the tools of
 the MCP servers attached to it (``Agent(mcp_servers=[...])``, listed as function tools). The
 hook is on that model input:
 
 * :class:`ShortlistModel` wraps any SDK ``Model`` (``Agent(model=ShortlistModel(inner))``) and
-  passes the inner model only the function tools shortlist picks for the latest user message
-  (hosted tools, handoffs and the output schema are untouched);
+  passes the inner model only the function tools shortlist picks for the conversation (hosted
+  tools, handoffs and the output schema are untouched). Under the default ``stable`` policy they
+  are decided at the conversation's first user message and only grow by what ``find_tools``
+  found, so the provider's prompt cache keeps the history behind them; ``policy="per_turn"``
+  re-selects on every user message;
 * :class:`ShortlistModelProvider` does the same for every model of a run
   (``Runner.run(agent, input, run_config=RunConfig(model_provider=ShortlistModelProvider()))``),
   so agents named by model string keep working;
@@ -25,6 +28,7 @@ from shortlist.integrations.core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     SEARCH_TOOL_PARAMETERS,
+    Conversation,
     ToolNarrower,
     found_in,
     tool_candidate,
@@ -61,26 +65,26 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def _latest_user_text(items: str | Sequence[Any]) -> str:
+def _conversation(items: str | Sequence[Any], system: Any = None) -> Conversation:
+    """The conversation of a model input: user messages, the size of the rest, what searches found."""
+    conv = Conversation()
+    if isinstance(system, str):
+        conv.system(system)
     if isinstance(items, str):
-        return items
-    for item in reversed(items):
-        if _get(item, "role") == "user" and _get(item, "type") in (None, "message"):
-            return _content_text(_get(item, "content"))
-    return ""
-
-
-def _found(items: str | Sequence[Any]) -> list[str]:
-    if isinstance(items, str):
-        return []
-    calls = {
-        _get(i, "call_id") for i in items if _get(i, "type") == "function_call" and _get(i, "name") == SEARCH_TOOL_NAME
-    }
-    out: list[str] = []
+        return conv.user(items)
+    calls: set[Any] = set()
     for item in items:
-        if _get(item, "type") == "function_call_output" and _get(item, "call_id") in calls:
-            out.extend(found_in(_get(item, "output")))
-    return out
+        kind = _get(item, "type")
+        if _get(item, "role") == "user" and kind in (None, "message"):
+            conv.user(_content_text(_get(item, "content")))
+        elif kind == "function_call_output" and _get(item, "call_id") in calls:
+            conv.other(len(str(_get(item, "output"))))
+            conv.found_tools(found_in(_get(item, "output")))
+        else:
+            if kind == "function_call" and _get(item, "name") == SEARCH_TOOL_NAME:
+                calls.add(_get(item, "call_id"))
+            conv.other(len(str(item)))
+    return conv
 
 
 def find_tools_tool(narrower: ToolNarrower, model: ShortlistModel) -> FunctionTool:
@@ -105,13 +109,14 @@ def find_tools_tool(narrower: ToolNarrower, model: ShortlistModel) -> FunctionTo
 
 
 class ShortlistModel(Model):
-    """An SDK ``Model`` that gives the model it wraps only the tools shortlist picks for the turn.
+    """An SDK ``Model`` that gives the model it wraps only the tools shortlist picks for the conversation.
 
     Args:
         model: the model that answers (any SDK ``Model``: ``OpenAIResponsesModel``, a
             LiteLLM model, a test double).
         narrower: the engine; default a :class:`ToolNarrower` built from ``options``.
-        **options: :class:`ToolNarrower` arguments (``selector``, ``k``, ``on_event``...).
+        **options: :class:`ToolNarrower` arguments (``selector``, ``policy`` -- ``stable`` by
+            default, ``k``, ``on_event``...).
     """
 
     def __init__(self, model: Model, narrower: ToolNarrower | None = None, **options: Any) -> None:
@@ -120,13 +125,13 @@ class ShortlistModel(Model):
         self.last_catalog: tuple[Candidate, ...] = ()
         self.find_tools = find_tools_tool(self.narrower, self)
 
-    async def _narrowed(self, tools: list[Any], items: str | list[Any]) -> list[Any]:
+    async def _narrowed(self, tools: list[Any], items: str | list[Any], system: Any = None) -> list[Any]:
         functions = [t for t in tools if isinstance(t, FunctionTool) and t.name != SEARCH_TOOL_NAME]
         if not functions:
             return tools
         catalog = tool_candidates(self.narrower, functions)
         self.last_catalog = catalog
-        choice = await self.narrower.achoose(catalog, _latest_user_text(items), _found(items))
+        choice = await self.narrower.achoose(catalog, _conversation(items, system))
         names = set(choice.names)
         keep = [
             t
@@ -146,7 +151,7 @@ class ShortlistModel(Model):
         tracing: Any,
         **kwargs: Any,
     ) -> Any:
-        narrowed = await self._narrowed(list(tools), input)
+        narrowed = await self._narrowed(list(tools), input, system_instructions)
         return await self.model.get_response(
             system_instructions, input, model_settings, narrowed, output_schema, handoffs, tracing, **kwargs
         )
@@ -162,7 +167,7 @@ class ShortlistModel(Model):
         tracing: Any,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        narrowed = await self._narrowed(list(tools), input)
+        narrowed = await self._narrowed(list(tools), input, system_instructions)
         async for event in self.model.stream_response(
             system_instructions, input, model_settings, narrowed, output_schema, handoffs, tracing, **kwargs
         ):

@@ -1,10 +1,12 @@
-"""PydanticAI: narrow an agent's function tools on every step with shortlist.
+"""PydanticAI: narrow an agent's function tools with shortlist, kept stable across a conversation.
 
 :class:`ShortlistTools` is a PydanticAI *capability* (``Agent(..., capabilities=[ShortlistTools()])``):
 
 * its ``prepare_tools`` hook keeps, of the step's function tool definitions, the ones shortlist
-  picks for the latest user prompt (plus pins and the tools earlier searches found); PydanticAI
-  then sends only those to the model and refuses calls to the others;
+  picks for the conversation (plus pins and the tools earlier searches found); PydanticAI then
+  sends only those to the model and refuses calls to the others. Under the default ``stable``
+  policy they are decided at the conversation's first user prompt and only grow (the provider's
+  prompt cache keeps the history behind them); ``policy="per_turn"`` re-selects on every prompt;
 * its toolset adds the ``find_tools`` tool (the escape hatch), offered when some tool is left out.
 
 For an agent built without capabilities, :func:`prepare_tools` is the same hook as a plain
@@ -23,6 +25,7 @@ from shortlist.errors import MissingDependencyError
 from shortlist.integrations.core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
+    Conversation,
     ToolNarrower,
     found_in,
     tool_candidate,
@@ -33,7 +36,7 @@ from shortlist.types import Candidate
 try:
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart, UserPromptPart
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -58,23 +61,28 @@ def _prompt_text(content: Any) -> str:
     return " ".join(c for c in content if isinstance(c, str)) if isinstance(content, Sequence) else ""
 
 
-def _latest_user_text(ctx: RunContext[Any]) -> str:
-    for message in reversed(ctx.messages):
+def _conversation(ctx: RunContext[Any]) -> Conversation:
+    """The conversation of the run so far: user prompts, the size of the rest, what searches found."""
+    conv = Conversation()
+    instructions = False  # every request repeats them: they are one system prompt
+    for message in ctx.messages:
         if isinstance(message, ModelRequest):
-            for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart):
-                    return _prompt_text(part.content)
-    return _prompt_text(ctx.prompt) if ctx.prompt is not None else ""
-
-
-def _found(messages: Sequence[ModelMessage]) -> list[str]:
-    out: list[str] = []
-    for message in messages:
-        if isinstance(message, ModelRequest):
+            if message.instructions and not instructions:
+                conv.system(message.instructions)
+                instructions = True
             for part in message.parts:
-                if isinstance(part, ToolReturnPart) and part.tool_name == SEARCH_TOOL_NAME:
-                    out.extend(found_in(part.content))
-    return out
+                if isinstance(part, UserPromptPart):
+                    conv.user(_prompt_text(part.content))
+                elif isinstance(part, ToolReturnPart) and part.tool_name == SEARCH_TOOL_NAME:
+                    conv.other(len(str(part.content)))
+                    conv.found_tools(found_in(part.content))
+                else:
+                    conv.other(len(str(getattr(part, "content", ""))))
+        else:
+            conv.other(sum(len(str(getattr(p, "content", "") or getattr(p, "args", "") or "")) for p in message.parts))
+    if not conv.turns and ctx.prompt is not None:
+        conv.user(_prompt_text(ctx.prompt))
+    return conv
 
 
 async def _narrow(
@@ -86,7 +94,7 @@ async def _narrow(
     if not pool:
         return rest
     catalog = tool_candidates(narrower, pool)
-    choice = await narrower.achoose(catalog, _latest_user_text(ctx), _found(ctx.messages))
+    choice = await narrower.achoose(catalog, _conversation(ctx))
     names = set(choice.names)
     out = [d for d in rest if d.name in names or not keep(d.name)]
     return out + own if choice.search_tool else out
@@ -126,6 +134,8 @@ class ShortlistTools(AbstractCapability[Any]):
         selector: the selector when no ``narrower`` is given (name, instance, None, or ``DEFAULT``:
             the config's binding, else the built-in default).
         k: the most tools ranked in per turn besides pins, when no ``narrower`` is given.
+        policy: ``stable`` (default) or ``per_turn``, when no ``narrower`` is given (see
+            :class:`ToolNarrower`).
         only: narrow only these tool names (None: every function tool); the others always pass.
     """
 
@@ -133,11 +143,12 @@ class ShortlistTools(AbstractCapability[Any]):
     selector: Any = DEFAULT
     k: int = 5
     only: frozenset[str] | None = None
+    policy: str = "stable"
     _engine: ToolNarrower = field(init=False, repr=False)
     _last: tuple[Candidate, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
-        self._engine = self.narrower or ToolNarrower(selector=self.selector, k=self.k)
+        self._engine = self.narrower or ToolNarrower(selector=self.selector, k=self.k, policy=self.policy)
 
     @property
     def engine(self) -> ToolNarrower:
