@@ -7,6 +7,6 @@ framework. :class:`~shortlist.integrations.core.ToolNarrower` is the engine they
 
 from __future__ import annotations
 
-from shortlist.integrations.core import ToolChoice, ToolNarrower, found_in, tool_candidate
+from shortlist.integrations.core import Conversation, ToolChoice, ToolNarrower, found_in, tool_candidate
 
-__all__ = ["ToolChoice", "ToolNarrower", "found_in", "tool_candidate"]
+__all__ = ["Conversation", "ToolChoice", "ToolNarrower", "found_in", "tool_candidate"]
