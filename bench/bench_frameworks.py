@@ -12,6 +12,16 @@ Reported per framework: p50/p99 of one agent run without and with the adapter, t
 p50 and p99, and the tool-definition tokens the model received per call (the JSON definition of
 each tool, ``len / 4``, as ``shortlist eval`` counts them) with and without narrowing.
 
+Then, per conversation and per offer policy (``per_turn``, ``stable``, and every tool with no
+narrowing): multi-turn conversations whose user messages are consecutive MetaTool queries (a
+~1,000-token system prompt; each turn adds its message and ~300 tokens of answer and tool
+results), decided by the same :class:`ToolNarrower` the adapters call (the adapters hand it the
+conversation they see: the framework tests prove they do). A call whose tools differ from the
+previous call's re-writes the tools block and everything behind it: reported are the
+tool-definition tokens re-billed uncached per conversation, and the prompt's input cost per
+conversation (tools + history, cache writes and reads at :class:`~shortlist.selection.session.Prices`,
+in base-input-token units). No model searches here (``find_tools`` rounds are not simulated).
+
 Run::
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_frameworks.py                   # hybrid (the default)
@@ -37,8 +47,8 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from shortlist.integrations.core import ToolNarrower, tool_candidate  # noqa: E402
-from shortlist.selection.session import definition_tokens  # noqa: E402
+from shortlist.integrations.core import Conversation, ToolNarrower, tool_candidate  # noqa: E402
+from shortlist.selection.session import Prices, definition_tokens  # noqa: E402
 from shortlist.types import Candidate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"
@@ -205,13 +215,15 @@ def llamaindex_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run
             return ChatMessage(role=MessageRole.ASSISTANT, blocks=[TextBlock(text="ok")])
 
         llm = MockFunctionCallingLLM(response_generator=answer)
+        retriever = ShortlistToolRetriever(tools, narrower)
         agent = (
-            FunctionAgent(llm=llm, tool_retriever=ShortlistToolRetriever(tools, narrower), streaming=False)
+            FunctionAgent(llm=llm, tool_retriever=retriever, streaming=False)
             if narrowed
             else FunctionAgent(llm=llm, tools=tools, streaming=False)
         )
 
         async def run(query: str) -> list[str]:
+            retriever.reset()  # each query is a new conversation (the retriever remembers one)
             await agent.run(user_msg=query)
             return seen[-1]
 
@@ -277,18 +289,81 @@ async def measure(name: str, cands: list[Candidate], queries: list[str], selecto
     }
 
 
+SYSTEM = "You are the assistant of a large tool catalog; pick the right tool and answer briefly. " * 44
+ANSWER = "An answer with the tool's result, as a model would write it after calling the tool. " * 14
+
+
+def conversation_cost(
+    cands: list[Candidate], queries: list[str], selector: str, k: int, turns: int, conversations: int
+) -> list[dict[str, Any]]:
+    """Tool tokens re-billed uncached and input cost per conversation, per offer policy (see the module docs)."""
+    prices = Prices()
+    catalog_key = ("bench", *(c.id for c in cands))
+    tokens = {c.id: definition_tokens(c) for c in cands}
+    convs = [queries[i * turns : (i + 1) * turns] for i in range(conversations)]
+    convs = [c for c in convs if len(c) == turns]
+    rows = []
+    for policy in ("per_turn", "stable", "everything"):
+        narrower = ToolNarrower(selector=selector, k=k, policy="stable" if policy == "everything" else policy)
+        catalog = narrower.catalog(catalog_key, lambda: cands)
+        rebilled: list[int] = []
+        cost: list[float] = []
+        changes: list[int] = []
+        for texts in convs:
+            conv = Conversation().system(SYSTEM)
+            previous: tuple[str, ...] | None = None
+            prompt_before = 0
+            out = {"rebilled": 0, "cost": 0.0, "changes": 0}
+            for text in texts:
+                conv.user(text)
+                names = tuple(c.id for c in catalog) if policy == "everything" else narrower.choose(catalog, conv).names
+                block = sum(tokens[n] for n in names)
+                prompt = block + conv.chars // 4
+                same = names == previous
+                out["cost"] += prices.call(prompt, prompt_before if same else 0)
+                if not same:
+                    out["rebilled"] += block
+                    out["changes"] += previous is not None
+                previous, prompt_before = names, prompt
+                conv.other(ANSWER)
+            rebilled.append(int(out["rebilled"]))
+            cost.append(float(out["cost"]))
+            changes.append(int(out["changes"]))
+        narrower.close()
+        rows.append(
+            {
+                "policy": policy,
+                "conversations": len(convs),
+                "turns": turns,
+                "tool_tokens_rebilled": round(float(np.mean(rebilled))),
+                "tools_changes": round(float(np.mean(changes)), 2),
+                "input_cost": round(float(np.mean(cost))),
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--selector", default="hybrid")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--conversations", type=int, default=25, help="multi-turn conversations (0: skip)")
+    parser.add_argument("--turns", type=int, default=8, help="user messages per conversation")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cands, queries = load(args.queries)
-    rows = [asyncio.run(measure(n, cands, queries, args.selector, args.k)) for n in args.frameworks.split(",")]
+    frameworks = [n for n in args.frameworks.split(",") if n]
+    rows = [asyncio.run(measure(n, cands, queries, args.selector, args.k)) for n in frameworks]
+    conv_rows = (
+        conversation_cost(cands, queries, args.selector, args.k, args.turns, args.conversations)
+        if args.conversations
+        else []
+    )
     if args.json:
-        print(json.dumps({"selector": args.selector, "k": args.k, "tools": len(cands), "rows": rows}, indent=2))
+        out = {"selector": args.selector, "k": args.k, "tools": len(cands), "rows": rows, "conversations": conv_rows}
+        print(json.dumps(out, indent=2))
         return
     print(f"{len(cands)} MetaTool tools, {len(queries)} queries, selector {args.selector}, k={args.k}")
     head = f"{'framework':<14} {'no narrowing p50/p99 ms':>24} {'with shortlist p50/p99 ms':>26}"
@@ -301,6 +376,12 @@ def main() -> None:
             f" {o['p50']:>8.2f} / {o['p99']:<9.2f} {sel['p50']:>10.2f} / {sel['p99']:<10.2f}"
             f" {t['plain']:>7} -> {t['narrowed']:<6}"
         )
+    if conv_rows:
+        c0 = conv_rows[0]
+        print(f"\nper conversation ({c0['conversations']} conversations of {c0['turns']} user messages):")
+        print(f"{'policy':<12} {'tools changes':>14} {'tool tokens re-billed uncached':>31} {'input cost':>11}")
+        for c in conv_rows:
+            print(f"{c['policy']:<12} {c['tools_changes']:>14} {c['tool_tokens_rebilled']:>31} {c['input_cost']:>11}")
 
 
 if __name__ == "__main__":
