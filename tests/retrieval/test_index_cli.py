@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +40,7 @@ def test_build_query_and_incremental_rebuild(tmp_path: Path, docs_jsonl: Path, h
     index = tmp_path / "idx"
     built = _cli("index", "build", "--docs", str(docs_jsonl), "--path", str(index), "--json")
     assert json.loads(built.stdout)["added"] == len(help_center)
-    assert "indexing" in built.stderr  # the progress bar
+    assert built.stderr == ""  # stderr is no terminal: no progress drawn (the next test draws it)
     out = json.loads(_cli("index", "query", "--path", str(index), "--json", "I forgot my password").stdout)
     assert out["results"][0]["id"] == "pw-reset"
     assert set(out["results"][0]) >= {"id", "title", "score", "text"}
@@ -97,3 +99,27 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path, content: str, message: st
 def test_query_without_an_index_is_an_error(tmp_path: Path) -> None:
     proc = _cli("index", "query", "--path", str(tmp_path), "anything", check=False)
     assert proc.returncode == 2 and "no shortlist index" in proc.stderr
+
+
+def test_build_draws_its_progress_on_a_terminal(tmp_path: Path, docs_jsonl: Path) -> None:
+    args = [sys.executable, "-m", "shortlist.cli", "index", "build", "--docs", str(docs_jsonl)]
+    primary, secondary = pty.openpty()
+    try:
+        cold = {**os.environ, "SHORTLIST_CACHE_DIR": str(tmp_path / "cache")}  # a cold cache: the model and docs
+        proc = subprocess.run(  # take long enough for the line to be drawn
+            [*args, "--path", str(tmp_path / "idx")], stdout=subprocess.PIPE, stderr=secondary, timeout=120, env=cold
+        )
+        os.close(secondary)
+        chunks = []
+        while True:
+            try:
+                data = os.read(primary, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(primary)
+    assert proc.returncode == 0
+    assert "indexing" in b"".join(chunks).decode(errors="replace")

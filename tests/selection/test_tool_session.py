@@ -94,6 +94,15 @@ def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:
     assert again.prefetched == ()  # already loaded: nothing new enters the history
 
 
+def test_deferred_prefetches_nothing_from_a_ranking_that_says_nothing() -> None:
+    # BM25 on "thanks": no tool shares a word, every score is 0 and the order is arbitrary
+    s = ToolSession(Shortlist(CATALOG, selector="bm25"), policy="deferred", k=2, prefetch=2)
+    s.offer("weather in Oslo")
+    idle = s.offer("thanks")
+    assert idle.prefetched == () and idle.selection is not None and set(idle.selection.scores.values()) == {0.0}
+    assert s.offer("send an email to Ann").prefetched[0] == "send_email"  # an informative ranking still loads
+
+
 def test_stable_adds_found_tools_to_the_block_once_and_records_why() -> None:
     events: list[Event] = []
     s = ToolSession(shortlist(events), policy="stable", k=1, search_k=1)

@@ -393,7 +393,7 @@ def decide_offer(
     if policy == "deferred" and prefetch > 0:
         turn = selection or shortlist.select(query, eligible, k=k, hooks=hooks)
         selection = turn
-        if turn.narrowed:
+        if turn.narrowed and _informative(turn):
             available = set(state.available) | set(block)
             prefetched = tuple(i for i in turn.ranked[:prefetch] if i not in available)
             if co_usage is not None:  # tools usually called with the likely ones, never named
@@ -443,6 +443,16 @@ def decide_offer(
         prefetched=prefetched,
         state=new_state,
     )
+
+
+def _informative(turn: TurnSelection) -> bool:
+    """Whether a turn's ranking says which tools are likely (prefetch needs it).
+
+    A ranking whose scores are all equal (BM25 when no tool shares a word with "thanks") is an
+    arbitrary order: prefetching its head would load tools the turn has nothing to do with.
+    """
+    values = [turn.scores[i] for i in turn.ranked if i in turn.scores]
+    return len(values) < 2 or max(values) > min(values)
 
 
 #: ``stable``'s prior for the share of turns whose tools a narrowed block misses (each miss
