@@ -448,11 +448,13 @@ def decide_offer(
 def _informative(turn: TurnSelection) -> bool:
     """Whether a turn's ranking says which tools are likely (prefetch needs it).
 
-    A ranking whose scores are all equal (BM25 when no tool shares a word with "thanks") is an
-    arbitrary order: prefetching its head would load tools the turn has nothing to do with.
+    A ranking whose scores are all the same non-positive value (BM25's 0.0 everywhere when no
+    tool shares a word with "thanks") is an arbitrary order: prefetching its head would load tools
+    the turn has nothing to do with. Ties at a positive score (two tools matching equally) are
+    information and still prefetch.
     """
     values = [turn.scores[i] for i in turn.ranked if i in turn.scores]
-    return len(values) < 2 or max(values) > min(values)
+    return not values or max(values) > min(values) or max(values) > 0
 
 
 #: ``stable``'s prior for the share of turns whose tools a narrowed block misses (each miss
