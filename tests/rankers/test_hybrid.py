@@ -84,7 +84,7 @@ def test_the_prefix_is_on_the_dense_side_only() -> None:
 def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:
     emb = HashEmbedder(dim=256)
     text = "Send an email to Anna and also translate the text into German"
-    hybrid = HybridRanker(embedder=emb, decompose_penalty=0.1, query_prefix="")
+    hybrid = HybridRanker(embedder=emb, fusion="zscore", decompose=True, decompose_penalty=0.1, query_prefix="")
     assert hybrid.intents(text) == ["Send an email to Anna", "translate the text into German"]
     got = hybrid.score(Query(text), CATALOG)
     parts = []
@@ -97,7 +97,7 @@ def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:
     calls = emb.calls
     hybrid.score(Query(text + " today"), CATALOG)
     assert emb.calls == calls + 1
-    assert HybridRanker(embedder=emb, decompose=False).intents(text) == []
+    assert HybridRanker(embedder=emb).intents(text) == []  # off by default
 
 
 def test_cover_takes_each_intents_best_first() -> None:
@@ -113,7 +113,7 @@ def test_cover_takes_each_intents_best_first() -> None:
 def test_selection_covers_every_intent() -> None:
     emb = HashEmbedder(dim=256)
     text = "Send an email message to my recipient. Then translate text between languages please"
-    sel = HybridRanker(embedder=emb, query_prefix="", cover_intents=True).select(Query(text, k=2), CATALOG)
+    sel = HybridRanker(embedder=emb, decompose=True, cover_intents=True).select(Query(text, k=2), CATALOG)
     assert set(sel.selected) == {"email", "translate"}
     assert len(sel.scores or ()) == 2
 

@@ -1,16 +1,22 @@
 """The hybrid ranker: BM25 and embedding scores fused, multi-request queries split, abstention on a confidence.
 
-Three fusions are offered. ``"zscore"`` (the default) standardises each side over the
+Three fusions are offered. ``"score"`` (the default) adds the BM25 score divided by the
+turn's best with weight 0.2 to the cosine; ``"zscore"`` standardises each side over the
 turn's candidates, ``z(dense) + bm25_weight * z(bm25)`` with ``bm25_weight`` 0.35, so the
-weight means the same whatever the spread of either score. ``"score"`` adds the BM25 score
-divided by the turn's best with weight 0.2 to the cosine; ``"rrf"`` is Reciprocal Rank
+weight means the same whatever the spread of either score; ``"rrf"`` is Reciprocal Rank
 Fusion, ``Σ w / (k + rank)`` with ``k = 60`` (candidates sharing no term with the query get
-no BM25 contribution). The description cosine embeds the query behind a fixed ``query_prefix``
-("Which tool can help with this request: "), which turns a user's message into the kind of
-text a tool description answers; the usage-example cosine (query against past queries) and the
-confidence use the query as written, embedded in the same model call.
+no BM25 contribution). With a ``query_prefix`` (off by default; :data:`TOOL_QUERY_PREFIX`,
+"Which tool can help with this request: ", is the one measured) the description cosine embeds
+the query behind it, which turns a user's message into the kind of text a tool description
+answers; the usage-example cosine (query against past queries) and the confidence use the query
+as written, embedded in the same model call.
 
-A request that asks for several things ("book a flight and also find a hotel") is split into
+Defaults are judged by the conversation cost model first (``docs/evaluation.md``): z-score
+fusion, the prefix and decomposition together raised MetaTool zero-shot (nDCG@10 0.711 -> 0.724)
+but cost the conversation set completeness (deferred 0.960 -> 0.952 complete turns) and money
+(+4% at no history), and LiveMCPBench tools 0.0055, so they are options, not the default.
+
+With ``decompose``, a request that asks for several things ("book a flight and also find a hotel") is split into
 its intents (:func:`~shortlist.selection.query.split_intents`); every part is embedded in the
 same model call as the whole, each candidate scores the best of the whole and of the parts
 (a part's score less ``decompose_penalty``), so each intent's best tool competes on its own
@@ -48,7 +54,10 @@ __all__ = ["DEFAULT_QUERY_PREFIX", "Fusion", "HybridRanker", "rrf_fuse", "score_
 Fusion = Literal["zscore", "score", "rrf"]
 
 #: The text put before the query for the dense score (the BM25 side sees the query alone).
-DEFAULT_QUERY_PREFIX = "Which tool can help with this request: "
+#: The query prefix measured for the description cosine (an option: ``query_prefix=TOOL_QUERY_PREFIX``).
+TOOL_QUERY_PREFIX = "Which tool can help with this request: "
+#: The default query prefix: none (see the module docstring for why).
+DEFAULT_QUERY_PREFIX = ""
 
 _DEFAULT_BM25_WEIGHT: dict[str, float] = {"zscore": 0.35, "score": 0.2, "rrf": 1.0}
 
@@ -106,13 +115,14 @@ class HybridRanker(Ranker):
         name: registered name.
         embedder: the embedding provider (overridden by :meth:`init`'s; default model otherwise).
         top_k: how many to return when the query does not say.
-        fusion: ``"zscore"``, ``"score"`` or ``"rrf"``.
+        fusion: ``"score"`` (default), ``"zscore"`` or ``"rrf"``.
         bm25_weight: weight of the BM25 side (default 0.35 for ``zscore``, 0.2 for ``score``,
             1.0 for ``rrf``).
         dense_weight: weight of the embedding side.
         rrf_k: the RRF constant.
-        query_prefix: text put before the query for the dense score ("" for none).
-        decompose: split a multi-request query into its intents and score each.
+        query_prefix: text put before the query for the description cosine (default "": none;
+            :data:`TOOL_QUERY_PREFIX` is the measured one).
+        decompose: split a multi-request query into its intents and score each (default off).
         decompose_penalty: subtracted from a part's fused score before the max with the whole
             query's (in the fusion's units; z-score units by default).
         cover_intents: with a split query, put each intent's best candidate right after the
@@ -137,12 +147,12 @@ class HybridRanker(Ranker):
         name: str = "hybrid",
         embedder: Embedder | None = None,
         top_k: int = 10,
-        fusion: Fusion = "zscore",
+        fusion: Fusion = "score",
         bm25_weight: float | None = None,
         dense_weight: float = 1.0,
         rrf_k: float = 60.0,
         query_prefix: str = DEFAULT_QUERY_PREFIX,
-        decompose: bool = True,
+        decompose: bool = False,
         decompose_penalty: float = 0.1,
         cover_intents: bool = False,
         abstention: Abstention | Mapping[str, Any] | None = None,

@@ -114,12 +114,12 @@ class EmbeddingOptions(HybridEmbeddingOptions, _TopK):
 class HybridOptions(_TopK):
     """``type: hybrid`` (:class:`~shortlist.rankers.hybrid.HybridRanker`)."""
 
-    fusion: Literal["zscore", "score", "rrf"] = "zscore"
+    fusion: Literal["zscore", "score", "rrf"] = "score"
     bm25_weight: float | None = Field(None, ge=0, description="default 0.35 with zscore, 0.2 with score, 1.0 with rrf")
     dense_weight: float = Field(1.0, ge=0)
     rrf_k: float = Field(60.0, gt=0)
-    query_prefix: str = "Which tool can help with this request: "
-    decompose: bool = True
+    query_prefix: str = ""  # off by default; rankers.hybrid.TOOL_QUERY_PREFIX is the measured one
+    decompose: bool = False
     decompose_penalty: float = Field(0.1, ge=0)
     cover_intents: bool = False
     abstention: AbstentionOptions | None = None
