@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from terminal import run_on_terminal
 
 pytestmark = pytest.mark.slow  # every test runs the CLI as subprocesses
 
@@ -144,22 +145,8 @@ def test_a_missing_extra_is_an_install_hint(args: list[str], extra: str, tmp_pat
 def test_progress_moves_on_a_terminal_and_is_off_otherwise(tmp_path: Path) -> None:
     cache = tmp_path / "cold"  # a cold cache: the model graph is optimised, the catalog embedded
     args = [sys.executable, "-m", "shortlist.cli", "select", "weather in Paris", "--selector", "embedding"]
-    primary, secondary = pty.openpty()
-    try:
-        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=secondary, timeout=180, env=env(cache))
-        os.close(secondary)
-        chunks = []
-        while True:
-            try:
-                data = os.read(primary, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(primary)
-    drawn = b"".join(chunks).decode(errors="replace")
+    proc, raw = run_on_terminal(args, env=env(cache))
+    drawn = raw.decode(errors="replace")
     assert proc.returncode == 0
     assert "loading the embedding model" in drawn
     assert len(re.findall(r"\r", drawn)) >= 3  # redrawn while the work runs, not once at the end
@@ -167,18 +154,7 @@ def test_progress_moves_on_a_terminal_and_is_off_otherwise(tmp_path: Path) -> No
     assert b"loading" not in proc.stdout
     piped = cli("select", "weather in Paris", "--selector", "embedding", cache=cache)
     assert piped.returncode == 0 and piped.stderr == ""  # stderr is no terminal: nothing drawn
-    primary, secondary = pty.openpty()
-    try:
-        quiet = subprocess.run(
-            [*args, "--no-progress"], stdout=subprocess.PIPE, stderr=secondary, timeout=180, env=env(tmp_path / "c2")
-        )
-        os.close(secondary)
-        try:
-            rest = os.read(primary, 65536)
-        except OSError:
-            rest = b""
-    finally:
-        os.close(primary)
+    quiet, rest = run_on_terminal([*args, "--no-progress"], env=env(tmp_path / "c2"))
     assert quiet.returncode == 0 and b"loading" not in rest
 
 

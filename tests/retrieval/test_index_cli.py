@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from shortlist.retrieval import Document
+from terminal import run_on_terminal
 
 pytestmark = pytest.mark.slow  # the CLI as subprocesses
 
@@ -103,23 +103,8 @@ def test_query_without_an_index_is_an_error(tmp_path: Path) -> None:
 
 def test_build_draws_its_progress_on_a_terminal(tmp_path: Path, docs_jsonl: Path) -> None:
     args = [sys.executable, "-m", "shortlist.cli", "index", "build", "--docs", str(docs_jsonl)]
-    primary, secondary = pty.openpty()
-    try:
-        cold = {**os.environ, "SHORTLIST_CACHE_DIR": str(tmp_path / "cache")}  # a cold cache: the model and docs
-        proc = subprocess.run(  # take long enough for the line to be drawn
-            [*args, "--path", str(tmp_path / "idx")], stdout=subprocess.PIPE, stderr=secondary, timeout=120, env=cold
-        )
-        os.close(secondary)
-        chunks = []
-        while True:
-            try:
-                data = os.read(primary, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(primary)
+    cold = {**os.environ, "SHORTLIST_CACHE_DIR": str(tmp_path / "cache")}  # a cold cache: the model and docs
+    # take long enough for the line to be drawn
+    proc, drawn = run_on_terminal([*args, "--path", str(tmp_path / "idx")], env=cold, timeout=120)
     assert proc.returncode == 0
-    assert "indexing" in b"".join(chunks).decode(errors="replace")
+    assert "indexing" in drawn.decode(errors="replace")
