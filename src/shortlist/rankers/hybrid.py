@@ -44,6 +44,7 @@ import numpy as np
 from shortlist.embeddings.base import Embedder
 from shortlist.rankers.adapter import QueryAdapter
 from shortlist.rankers.base import Abstention, Ranker, Scores
+from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind
 from shortlist.rankers.embedding import EmbeddingRanker, make_abstention, matvec
 from shortlist.selection.base import SelectorContext
 from shortlist.selection.query import split_intents
@@ -132,7 +133,14 @@ class HybridRanker(Ranker):
         min_score: shorthand for ``Abstention(min_score=...)``, in confidence units (cosine
             plus weighted normalised BM25).
         min_margin: shorthand for ``Abstention(min_margin=...)`` (confidence units).
-        confidence_bm25_weight: weight of the normalised BM25 score in the confidence.
+        confidence_bm25_weight: weight of the normalised BM25 score in the confidence (default
+            0.5 with ``confidence="cosine"``, 0 with ``"anchors"``).
+        confidence: what abstention is judged on: ``"anchors"`` compares the query's cosines with
+            the tools against those with generic no-tool requests
+            (:class:`~shortlist.rankers.confidence.AnchorConfidence`); ``"cosine"`` is the cosine
+            as written plus the weighted BM25 above.
+        confidence_anchors: the no-tool requests of ``"anchors"`` (default
+            :data:`~shortlist.rankers.confidence.NO_TOOL_ANCHORS`).
         adapter: a :class:`~shortlist.rankers.adapter.QueryAdapter` (or the path of one, as
             ``shortlist feedback train`` writes it), applied to the tools it was trained on.
         adapter_weight: the share of the adapted cosine in those tools' description score.
@@ -159,7 +167,9 @@ class HybridRanker(Ranker):
         min_score: float | None = None,
         min_margin: float | None = None,
         adaptive_k: float | None = None,
-        confidence_bm25_weight: float = 0.5,
+        confidence_bm25_weight: float | None = None,
+        confidence: ConfidenceKind = "cosine",
+        confidence_anchors: Sequence[str] | None = None,
         adapter: QueryAdapter | str | None = None,
         adapter_weight: float = 0.5,
         bm25: Mapping[str, Any] | None = None,
@@ -181,6 +191,12 @@ class HybridRanker(Ranker):
         if self.bm25_weight < 0 or self.dense_weight < 0:
             raise ValueError("fusion weights must be >= 0")
         self.rrf_k = float(rrf_k)
+        if confidence not in ("anchors", "cosine"):
+            raise ValueError(f"confidence must be 'anchors' or 'cosine', got {confidence!r}")
+        self.confidence: ConfidenceKind = confidence
+        self.anchor_confidence = AnchorConfidence(confidence_anchors) if confidence == "anchors" else None
+        if confidence_bm25_weight is None:
+            confidence_bm25_weight = 0.5 if confidence == "cosine" else 0.0
         if confidence_bm25_weight < 0:
             raise ValueError("confidence_bm25_weight must be >= 0")
         if decompose_penalty < 0:
@@ -243,6 +259,8 @@ class HybridRanker(Ranker):
                 # cosine's meaning (AUROC 0.853 -> 0.833 on MetaTool zero-shot).
                 raw = self.dense.score_vector(plain[0], cat) if prefixed else dense
                 conf = raw + self.confidence_bm25_weight * lexical if self.confidence_bm25_weight else raw
+                if self.anchor_confidence is not None:
+                    conf = self.anchor_confidence.confidence(conf, plain[0], self.dense.embedder)
         fused = parts[0]
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)

@@ -126,7 +126,9 @@ class HybridOptions(_TopK):
     min_score: float | None = None
     min_margin: float | None = None
     adaptive_k: float | None = Field(None, gt=0, lt=1)
-    confidence_bm25_weight: float = Field(0.5, ge=0)
+    confidence_bm25_weight: float | None = Field(None, ge=0, description="0.5 with confidence cosine, 0 with anchors")
+    confidence: Literal["anchors", "cosine"] = "cosine"
+    confidence_anchors: list[str] | None = Field(None, min_length=1, description="no-tool requests (anchors)")
     adapter: str | None = Field(None, description="a query adapter file (shortlist feedback train --out)")
     adapter_weight: float = Field(0.5, ge=0, le=1)
     bm25: HybridBm25Options | None = None
