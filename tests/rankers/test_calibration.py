@@ -1,10 +1,10 @@
-"""Abstention calibration: the curve against a hand computation, and picking a threshold."""
+"""Abstention calibration: the curve against a hand computation, picking a threshold, AUROC."""
 
 from __future__ import annotations
 
 import pytest
 
-from shortlist.rankers.calibration import CurvePoint, abstention_curve, pick_threshold
+from shortlist.rankers.calibration import CurvePoint, abstention_curve, auroc, pick_threshold
 from shortlist.rankers.embedding import EmbeddingRanker
 from shortlist.testing import HashEmbedder
 from shortlist.types import Candidate
@@ -35,3 +35,17 @@ def test_bad_input_is_rejected() -> None:
         abstention_curve(ranker, ["a"], [], CATALOG)
     with pytest.raises(ValueError, match="empty"):
         abstention_curve(ranker, ["a"], [["x"]], [])
+
+
+def test_auroc_counts_pairs_and_halves_ties() -> None:
+    assert auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auroc([0.1], [0.9]) == 0.0
+    assert auroc([0.5, 0.5], [0.5]) == 0.5
+    # pairs (pos, neg): (0.3, 0.2) win, (0.3, 0.3) tie, (0.1, 0.2) loss, (0.1, 0.3) loss -> 1.5 / 4
+    assert auroc([0.3, 0.1], [0.2, 0.3]) == pytest.approx(0.375)
+
+
+@pytest.mark.parametrize(("pos", "neg"), [([], [0.1]), ([0.1], []), ([float("nan")], [0.1])])
+def test_auroc_refuses_empty_sides_and_nan(pos: list[float], neg: list[float]) -> None:
+    with pytest.raises(ValueError, match="auroc"):
+        auroc(pos, neg)

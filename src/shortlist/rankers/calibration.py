@@ -4,7 +4,8 @@ A ranker abstains when its confidence (for the embedding and hybrid rankers: the
 cosine score) is below ``min_score``. On labelled queries, some with gold ids and some
 with none, raising the threshold abstains correctly more often on the no-gold queries
 and loses recall on the others. :func:`abstention_curve` measures both at every
-threshold; :func:`pick_threshold` chooses one for a target.
+threshold; :func:`pick_threshold` chooses one for a target; :func:`auroc` summarises how well
+the confidence separates the two kinds of query, whatever the threshold.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from shortlist.rankers.base import Ranker
 from shortlist.types import Candidate, Query
 
-__all__ = ["CurvePoint", "abstention_curve", "pick_threshold"]
+__all__ = ["CurvePoint", "abstention_curve", "auroc", "pick_threshold"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +101,33 @@ def pick_threshold(curve: Sequence[CurvePoint], *, min_recall: float) -> CurvePo
     if not ok:
         raise ValueError(f"no threshold keeps recall >= {min_recall}")
     return max(ok, key=lambda p: (p.abstention, p.recall))
+
+
+def auroc(positive: Iterable[float], negative: Iterable[float]) -> float:
+    """The area under the ROC curve of a confidence: the chance that a query with a fitting
+    candidate scores above one without (ties count one half; 0.5 is chance, 1.0 perfect).
+
+    Args:
+        positive: the best confidence of each query that has gold ids.
+        negative: the best confidence of each query with none.
+
+    Raises:
+        ValueError: either side is empty or holds a NaN.
+    """
+    pos = np.asarray(list(positive), dtype=np.float64)
+    neg = np.asarray(list(negative), dtype=np.float64)
+    if pos.size == 0 or neg.size == 0:
+        raise ValueError("auroc needs at least one positive and one negative query")
+    if np.isnan(pos).any() or np.isnan(neg).any():
+        raise ValueError("auroc got a NaN confidence")
+    both = np.concatenate([pos, neg])
+    order = np.argsort(both, kind="stable")
+    ranks = np.empty(both.size, dtype=np.float64)
+    ranks[order] = np.arange(1, both.size + 1, dtype=np.float64)
+    # average the ranks of tied values (Mann-Whitney U)
+    values, inverse, counts = np.unique(both, return_inverse=True, return_counts=True)
+    if values.size < both.size:
+        sums = np.bincount(inverse, weights=ranks)
+        ranks = (sums / counts)[inverse]
+    u = float(ranks[: pos.size].sum()) - pos.size * (pos.size + 1) / 2
+    return u / (pos.size * neg.size)
