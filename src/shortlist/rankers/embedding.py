@@ -30,10 +30,25 @@ from shortlist.rankers.base import Abstention, Ranker, Scores, candidate_text
 from shortlist.selection.base import SelectorContext
 from shortlist.types import Candidate, Query
 
-__all__ = ["EmbeddingRanker", "ExampleAggregation", "make_abstention", "matvec"]
+__all__ = [
+    "DEFAULT_EXAMPLE_TAU",
+    "DEFAULT_EXAMPLE_WEIGHT",
+    "EmbeddingRanker",
+    "ExampleAggregation",
+    "make_abstention",
+    "matvec",
+]
 
 #: How a candidate's example cosines become one score: log-sum-exp or the mean of the nearest.
 ExampleAggregation = Literal["lse", "top_mean"]
+
+#: Weight of the example aggregate in the blend with the description cosine (measured in
+#: ``docs/evaluation.md``: 0.7 -> 0.75 with tau 0.065 keeps MetaTool with every train example
+#: and lifts it with ten examples per tool).
+DEFAULT_EXAMPLE_WEIGHT = 0.75
+#: Temperature of the log-sum-exp over a candidate's example cosines (0.05 before: softer helps
+#: the multi-tool split, 0.808 -> 0.833 with every train example, and ten examples per tool).
+DEFAULT_EXAMPLE_TAU = 0.065
 
 _F32 = npt.NDArray[np.float32]
 _CATALOG_SLOTS = 4
@@ -90,7 +105,9 @@ class EmbeddingRanker(Ranker):
     With examples, a candidate's score is ``max(desc, (1 - w) * desc + w * ex)``, where
     ``desc`` is the cosine to ``"name: description"``, ``ex`` the aggregate of the cosines
     to its examples and ``w`` the ``example_weight``; a candidate without examples scores
-    ``desc``. ``ex`` is, with ``example_aggregation="lse"`` (the default), the log-sum-exp
+    ``desc`` (so examples only ever lift their own candidate: a candidate without examples
+    scores exactly as in a catalog without any). ``ex`` is, with ``example_aggregation="lse"``
+    (the default), the log-sum-exp
     ``max + tau * log(sum(exp((s - max) / tau)))`` of the example cosines ``s`` (a soft
     maximum: the nearest example counts most, and several near examples count more than
     one), or with ``"top_mean"`` the mean of the ``example_top`` nearest. Scores stay
@@ -106,10 +123,11 @@ class EmbeddingRanker(Ranker):
         min_margin: shorthand for ``Abstention(min_margin=...)``.
         adaptive_k: see :class:`~shortlist.rankers.base.Ranker`.
         use_examples: score by usage examples too.
-        example_weight: weight ``w`` of the example similarity (0..1).
+        example_weight: weight ``w`` of the example similarity (0..1; default 0.75).
         example_top: how many nearest examples are averaged (``"top_mean"``).
         example_aggregation: ``"lse"`` (log-sum-exp, default) or ``"top_mean"``.
-        example_tau: the temperature of ``"lse"`` (cosine units; small: close to the max).
+        example_tau: the temperature of ``"lse"`` (cosine units; small: close to the max;
+            default 0.065).
         max_examples: keep at most this many examples per candidate (the latest ones).
         vector_cache: a SQLite file where candidate and example vectors persist across
             processes (see :class:`~shortlist.embeddings.cache.CachingEmbedder`).
@@ -126,10 +144,10 @@ class EmbeddingRanker(Ranker):
         min_margin: float | None = None,
         adaptive_k: float | None = None,
         use_examples: bool = True,
-        example_weight: float = 0.7,
+        example_weight: float = DEFAULT_EXAMPLE_WEIGHT,
         example_top: int = 3,
         example_aggregation: ExampleAggregation = "lse",
-        example_tau: float = 0.05,
+        example_tau: float = DEFAULT_EXAMPLE_TAU,
         max_examples: int = 512,
         vector_cache: str | None = None,
     ) -> None:

@@ -211,9 +211,9 @@ class HybridRanker(Ranker):
         self.adapter: QueryAdapter | None = QueryAdapter.load(adapter) if isinstance(adapter, str) else adapter
         self.adapter_weight = float(adapter_weight)
         self._adapter_masks: dict[int, tuple[tuple[Candidate, ...], np.ndarray[Any, np.dtype[np.bool_]]]] = {}
-        from shortlist.rankers.bm25 import Bm25Ranker
+        from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
 
-        bm25_options = {"normalize": True, **dict(bm25 or {})}
+        bm25_options = {"normalize": True, "examples_weight": FUSED_EXAMPLES_WEIGHT, **dict(bm25 or {})}
         self.bm25 = Bm25Ranker(name=f"{name}.bm25", top_k=top_k, **bm25_options)
         self.dense = EmbeddingRanker(name=f"{name}.embedding", embedder=embedder, top_k=top_k, **dict(embedding or {}))
 

@@ -99,10 +99,10 @@ class HybridEmbeddingOptions(_Options):
     min_margin: float | None = None
     adaptive_k: float | None = Field(None, gt=0, lt=1)
     use_examples: bool = True
-    example_weight: float = Field(0.7, ge=0, le=1)
+    example_weight: float = Field(0.75, ge=0, le=1)
     example_top: int = Field(3, ge=1)
     example_aggregation: Literal["lse", "top_mean"] = "lse"
-    example_tau: float = Field(0.05, gt=0)
+    example_tau: float = Field(0.065, gt=0)
     max_examples: int = Field(512, ge=1)
     vector_cache: str | None = None
 
