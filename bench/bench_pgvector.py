@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from shortlist.retrieval._hash_embedder import HashingEmbedder  # noqa: E402
+from shortlist.retrieval.backends.base import PREFETCH, rrf  # noqa: E402
 from shortlist.retrieval.backends.postgres import PostgresBackend  # noqa: E402
 
 
@@ -95,22 +96,34 @@ def _queries(docs: list[Any], n: int) -> list[str]:
     return [" ".join(rng.sample(d.text.split(), k=min(5, len(d.text.split())))) for d in rng.sample(docs, n)]
 
 
-def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool, exact_sample: int) -> dict[str, Any]:
+def bench_scale(
+    n: int,
+    dsn: str | None,
+    queries: int,
+    keep: bool,
+    reuse: bool,
+    exact_sample: int,
+    hnsw: dict[str, Any] | None = None,
+    build_only: bool = False,
+    ef_list: tuple[int, ...] = (40, 100, 200, 400),
+) -> dict[str, Any]:
     from tqdm import tqdm
 
     emb = HashingEmbedder(384)
     docs = _synthetic_docs(n)
     corpus = f"bench_{n}"
     out: dict[str, Any] = {"documents": n, "doc_embedder": emb.model_name}
+    build = {f"hnsw_{k}": v for k, v in (hnsw or {}).items()}
     with _server(dsn) as url:
-        backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB")
+        backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB", **build)
         if not reuse:
             backend.drop()
-            backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB")
+            backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB", **build)
             t0 = time.perf_counter()
             with tqdm(total=n, unit="doc", desc=f"loading {n:,} docs", file=sys.stderr) as bar:
                 backend.upsert(docs, progress=bar.update)
             build = time.perf_counter() - t0
+            out["build_load_average"] = [round(x, 1) for x in os.getloadavg()]
             out["build_s"] = round(build, 1)
             out["build_docs_per_s"] = round(n / build)
         import psycopg
@@ -121,44 +134,94 @@ def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool, 
                 "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s)", (names,)
             ).fetchone()
         out["database_mb"] = round(int(size[0] or 0) / 1e6)
+        out["hnsw"] = backend._hnsw
+        if build_only:
+            if not keep:
+                backend.drop()
+            backend.close()
+            return out
         qtexts = _queries(docs, queries)
-        exact = PostgresBackend(url, corpus=corpus, embedder=emb, dense_search="exact")
-        # HNSW recall@10 of the dense leg, against exact search, for several ef_search
-        qvecs = [emb.embed([q])[0] for q in qtexts]
+        # exact in both legs: every vector scanned, every posting of the query's terms scored
+        exact = PostgresBackend(url, corpus=corpus, embedder=emb, dense_search="exact", per_term=10**9, rescore=10**9)
         sample = min(len(qtexts), exact_sample)  # an exact search scans every vector: seconds at 1M
-        # a hit counts when it is as near as the exact 10th (equal distances are equally right)
-        truth = [
-            min(h.dense or 0.0 for h in exact.query(vector=v, k=10)) - 1e-6
-            for v in tqdm(qvecs[:sample], desc="exact", file=sys.stderr)
-        ]
+        # Two query sets for the dense leg. The bench's queries are five words of a passage, embedded by the
+        # same hashing embedder: 3-5 buckets set, where a passage sets 20-50, so they lie away from the
+        # passages HNSW was built on. The held-out passages (same generator, another seed) are
+        # in-distribution queries.
+        held = _synthetic_docs(sample, seed=12345)
+        qsets = {
+            "five_word_queries": [emb.embed([q])[0] for q in qtexts[:sample]],
+            "held_out_passages": [emb.embed([f"{d.title}\n{d.text}"])[0] for d in held],
+        }
+        dense_exact: dict[str, list[list[str]]] = {}
         recall: dict[str, Any] = {}
-        for ef in (40, 100, 200, 400):
-            b = PostgresBackend(url, corpus=corpus, embedder=emb, ef_search=ef)
-            got, ms = [], []
-            for v in qvecs[:sample]:
-                t = time.perf_counter()
-                hits = b.query(vector=v, k=10)
-                ms.append((time.perf_counter() - t) * 1000)
-                got.append([h.dense or 0.0 for h in hits])
-            r = float(np.mean([sum(c >= x for c in g) / 10 for g, x in zip(got, truth, strict=True)]))
-            recall[f"ef_search_{ef}"] = {"recall_at_10": round(r, 3), "dense_p50_ms": _pct(ms, 50)}
-            b.close()
+        for name, vecs in qsets.items():
+            # a hit counts when it is as near as the exact 10th (equal distances are equally right)
+            truth, tops = [], []
+            for v in tqdm(vecs, desc=f"exact dense ({name})", file=sys.stderr):
+                hits = exact.query(vector=v, k=PREFETCH)
+                tops.append([h.chunk.id for h in hits])
+                truth.append(min(h.dense or 0.0 for h in hits[:10]) - 1e-6)
+            dense_exact[name] = tops
+            recall[name] = {}
+            for ef in ef_list:
+                b = PostgresBackend(url, corpus=corpus, embedder=emb, ef_search=ef)
+                got, ms = [], []
+                for v in vecs:
+                    t = time.perf_counter()
+                    hits = b.query(vector=v, k=10)
+                    ms.append((time.perf_counter() - t) * 1000)
+                    got.append([h.dense or 0.0 for h in hits])
+                r = float(np.mean([sum(c >= x for c in g) / 10 for g, x in zip(got, truth, strict=True)]))
+                recall[name][f"ef_search_{ef}"] = {
+                    "recall_at_10": round(r, 3),
+                    "dense_p50_ms": _pct(ms, 50),
+                    "dense_p99_ms": _pct(ms, 99),
+                }
+                b.close()
         out["hnsw_recall_vs_exact"] = recall
         out["exact_sample"] = sample
-        # hybrid top-5 with HNSW (default ef_search=100): the search alone, then with a MiniLM query embedding
+        # the lexical leg (per_term best postings, then exact rescoring) against exact BM25
+        lex_exact = [
+            [h.chunk.id for h in exact.query(q, k=PREFETCH, use_embedder=False)]
+            for q in tqdm(qtexts[:sample], desc="exact BM25", file=sys.stderr)
+        ]
+        o5, o10 = [], []
+        for q, want in zip(qtexts[:sample], lex_exact, strict=True):
+            got = [h.chunk.id for h in backend.query(q, k=10, use_embedder=False)]
+            o5.append(len(set(got[:5]) & set(want[:5])) / max(1, min(5, len(want))))
+            o10.append(len(set(got) & set(want[:10])) / max(1, min(10, len(want))))
+        out["lexical_overlap_with_exact_bm25"] = {
+            "at_5": round(float(np.mean(o5)), 3),
+            "at_10": round(float(np.mean(o10)), 3),
+            "per_term": backend.per_term,
+            "rescore": backend.rescore,
+        }
+        # latency with the defaults (ef_search 100): each leg alone, then hybrid top-5 (the search alone)
         for q in qtexts[:10]:
             backend.query(q, k=5)
-        ms = []
+        legs: dict[str, list[float]] = {"lexical_top5_ms": [], "dense_top5_ms": [], "hybrid_top5_ms": []}
         for q in qtexts:
-            t = time.perf_counter()
-            backend.query(q, k=5)
-            ms.append((time.perf_counter() - t) * 1000)
-        out["hybrid_top5_ms"] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99), "queries": len(qtexts)}
+            v = emb.embed([q])[0]
+            for name, kwargs in (
+                ("lexical_top5_ms", {"text": q, "use_embedder": False}),
+                ("dense_top5_ms", {"vector": v}),
+                ("hybrid_top5_ms", {"text": q}),
+            ):
+                t = time.perf_counter()
+                backend.query(k=5, **kwargs)
+                legs[name].append((time.perf_counter() - t) * 1000)
+        for name, ms in legs.items():
+            out[name] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99), "queries": len(ms)}
+        # the exact hybrid top 5: RRF of the exact legs (as the backend fuses them)
         same = []
-        for q in qtexts[:sample]:
-            a = [h.chunk.id for h in backend.query(q, k=5)]
-            x = [h.chunk.id for h in exact.query(q, k=5)]
-            same.append(len(set(a) & set(x)) / max(1, len(x)))
+        for i, q in enumerate(qtexts[:sample]):
+            ids = {cid: j for j, cid in enumerate(dict.fromkeys(lex_exact[i] + dense_exact["five_word_queries"][i]))}
+            fused = rrf([[ids[c] for c in lex_exact[i]], [ids[c] for c in dense_exact["five_word_queries"][i]]])
+            by_id = {j: cid for cid, j in ids.items()}
+            want = {by_id[j] for j, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:5]}
+            got = {h.chunk.id for h in backend.query(q, k=5)}
+            same.append(len(got & want) / max(1, len(want)))
         out["hybrid_top5_shared_with_exact"] = round(float(np.mean(same)), 3)
         try:
             from shortlist.embeddings.default import default_embedder
@@ -174,6 +237,7 @@ def bench_scale(n: int, dsn: str | None, queries: int, keep: bool, reuse: bool, 
             out["hybrid_top5_with_minilm_ms"] = {"p50": _pct(e2e, 50), "p99": _pct(e2e, 99)}
         except Exception as exc:  # the default model is missing
             out["hybrid_top5_with_minilm_ms"] = f"unavailable: {exc}"
+        out["load_average"] = [round(x, 1) for x in os.getloadavg()]
         exact.close()
         if not keep:
             backend.drop()
@@ -305,6 +369,11 @@ def main() -> None:
     s.add_argument("--keep", action="store_true")
     s.add_argument("--reuse", action="store_true")
     s.add_argument("--exact-sample", type=int, default=100, help="queries compared with exact search")
+    s.add_argument("--m", type=int, default=16, help="HNSW links per node (a new corpus)")
+    s.add_argument("--ef-construction", type=int, default=64, help="HNSW build candidates (a new corpus)")
+    s.add_argument("--storage", default="halfvec", choices=("halfvec", "vector"), help="what the HNSW graph holds")
+    s.add_argument("--build-only", action="store_true", help="build (with --keep: for a later --reuse) and stop")
+    s.add_argument("--ef", default="40,100,200,400", help="ef_search values for the recall table")
     lx = sub.add_parser("lexical")
     lx.add_argument("--dsn", default=None)
     lx.add_argument("--cache", default=".cache/evaldata", help="folder holding the LiveMCPBench wheel")
@@ -315,7 +384,18 @@ def main() -> None:
     r.add_argument("--queries", type=int, default=300)
     args = p.parse_args()
     if args.section == "scale":
-        result = bench_scale(args.docs, args.dsn, args.queries, args.keep, args.reuse, args.exact_sample)
+        hnsw = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage}
+        result = bench_scale(
+            args.docs,
+            args.dsn,
+            args.queries,
+            args.keep,
+            args.reuse,
+            args.exact_sample,
+            hnsw,
+            args.build_only,
+            tuple(int(x) for x in args.ef.split(",")),
+        )
     elif args.section == "lexical":
         result = bench_lexical(args.dsn, args.cache)
     else:

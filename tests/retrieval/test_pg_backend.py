@@ -126,6 +126,74 @@ def test_hnsw_finds_at_least_95_percent_of_the_exact_top_10(pgvector_dsn: str) -
     hnsw.close()
 
 
+def _plan(dsn: str, sql: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        return "\n".join(r[0] for r in conn.execute(f"EXPLAIN {sql}").fetchall())
+
+
+@pytest.mark.parametrize("storage", ["halfvec", "vector"])
+def test_the_hnsw_graph_holds_halfvec_by_default_and_float32_corpora_still_work(
+    pgvector_dsn: str, storage: str
+) -> None:
+    corpus = f"storage_{storage}"
+    if storage == "halfvec":  # the default
+        pg = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256))
+    else:
+        pg = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256), hnsw_storage=storage)
+    pg.upsert(DOCS)
+    assert pg._hnsw["storage"] == storage
+    v = HashEmbedder(dim=256).embed([QUERIES[0]])[0]
+    hits = pg.query(vector=v, k=10)
+    # the similarities are float32 ones whatever the graph holds: the exact inner product of the vectors
+    exact = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256), dense_search="exact")
+    want = {h.chunk.id: h.dense for h in exact.query(vector=v, k=50)}
+    assert all(h.dense == pytest.approx(want[h.chunk.id], abs=1e-6) for h in hits if h.chunk.id in want)
+    with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
+        (indexdef,) = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"shortlist_ix_{corpus}_chunks_hnsw",)
+        ).fetchone() or ("",)
+    assert ("halfvec_ip_ops" in indexdef) == (storage == "halfvec")
+    # the query orders by the very expression the index holds, so the planner walks the graph
+    lit = "[" + ",".join(str(float(x)) for x in v) + "]"
+    order = pg._hnsw_order("embedding").replace("%(v)s", f"'{lit}'")
+    assert f"shortlist_ix_{corpus}_chunks_hnsw" in _plan(
+        pgvector_dsn, f"SELECT row FROM shortlist_ix_{corpus}_chunks ORDER BY {order} LIMIT 10"
+    )
+    # reopened without saying, a corpus keeps the storage it was built with
+    again = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256))
+    assert again._hnsw["storage"] == storage
+    assert _top(again.query(vector=v, k=10)) == _top(hits)
+    for b in (pg, exact, again):
+        b.close()
+
+
+def test_an_unknown_hnsw_storage_is_refused(pgvector_dsn: str) -> None:
+    with pytest.raises(ConfigError, match="hnsw_storage"):
+        PostgresBackend(pgvector_dsn, corpus="bad_storage", embedder=HashEmbedder(dim=32), hnsw_storage="bit")
+
+
+def test_both_legs_at_once_give_what_each_leg_gives_alone(pgvector_dsn: str) -> None:
+    pg = PostgresBackend(pgvector_dsn, corpus="legs", embedder=HashEmbedder(dim=256))
+    pg.upsert(DOCS)
+    emb = HashEmbedder(dim=256)
+    for q in QUERIES[:10]:
+        v = emb.embed([q])[0]  # one vector for both calls: a last-bit difference can reorder near-ties
+        lexical = pg.query(q, k=50, use_embedder=False)
+        dense = pg.query(vector=v, k=50)
+        hybrid = pg.query(q, vector=v, k=10)
+        lex_rank = {h.chunk.id: i for i, h in enumerate(lexical)}
+        den_rank = {h.chunk.id: i for i, h in enumerate(dense)}
+        for h in hybrid:  # the fused score is RRF of the ranks each leg alone gives
+            want = sum(1 / (60 + r[h.chunk.id]) for r in (lex_rank, den_rank) if h.chunk.id in r)
+            assert h.score == pytest.approx(want)
+        # filters go to both legs (the dense one with pgvector's iterative scan)
+        assert all(h.chunk.metadata["shard"] == 1 for h in pg.query(q, k=10, filters={"shard": 1}))
+    pg.close()
+    with pytest.raises(ConfigError, match="closed"):
+        pg.query(QUERIES[0], k=5)
+
+
 def test_many_corpora_in_one_database_are_kept_apart(pgvector_dsn: str) -> None:
     a = PostgresBackend(pgvector_dsn, corpus="alpha", embedder=HashEmbedder(dim=256))
     b = PostgresBackend(f"{pgvector_dsn}?corpus=beta", embedder=HashEmbedder(dim=32))

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import builtins
 import json
-import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from shortlist._pg import IdlePool
+from shortlist._pg import first_line as _first_line
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import (
     ConfigError,
@@ -196,8 +197,17 @@ def _has_nul(memory: Memory) -> bool:
     return any("\x00" in t or "\\u0000" in t for t in texts)
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _unavailable(exc: psycopg.OperationalError) -> MemoryStoreUnavailable:
+    return MemoryStoreUnavailable(f"memory database unavailable: {_first_line(exc)}")
+
+
+def _refused(exc: psycopg.Error) -> Exception | None:
+    """The errors that leave the connection usable: a full disk (retrying will not help) and a refused value."""
+    if isinstance(exc, psycopg.errors.DiskFull):  # an OperationalError, but the connection is fine
+        return MemoryStoreFull(f"memory database is out of disk space: {_first_line(exc)}")
+    if isinstance(exc, psycopg.DataError):  # a value PostgreSQL refuses (class 22)
+        return MemoryValueError(f"the memory database refused a value: {_first_line(exc)}")
+    return None
 
 
 class PostgresMemoryStore(MemoryStore):
@@ -235,8 +245,7 @@ class PostgresMemoryStore(MemoryStore):
         self.min_similarity = float(min_similarity)
         self._vectors = False  # whether the table has the embedding columns
         self._connect_timeout = connect_timeout
-        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue(maxsize=pool_size)
-        self._closed = False
+        self._idle = IdlePool(self._connect, pool_size)
         self._lock = threading.Lock()
         try:
             self.migrate()
@@ -263,52 +272,10 @@ class PostgresMemoryStore(MemoryStore):
         Each statement run on it is its own transaction (one round trip); use
         ``conn.transaction()`` for several statements that must commit together.
         """
-        if self._closed:
+        if self._idle.closed:
             raise MemoryStoreUnavailable("this PostgresMemoryStore is closed")
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = None
-        try:
-            if conn is None or conn.closed:
-                conn = self._connect()
+        with self._idle.connection(_unavailable, _refused) as conn:
             yield conn
-        except psycopg.errors.DiskFull as exc:  # an OperationalError, but retrying will not help
-            self._release(conn)
-            raise MemoryStoreFull(f"memory database is out of disk space: {_first_line(exc)}") from exc
-        except psycopg.DataError as exc:  # a value PostgreSQL refuses (class 22)
-            self._release(conn)
-            raise MemoryValueError(f"the memory database refused a value: {_first_line(exc)}") from exc
-        except psycopg.OperationalError as exc:
-            if conn is not None:
-                if conn.broken:  # the server went away: the idle connections are as dead as this one
-                    self._discard_idle()
-                conn.close()
-            raise MemoryStoreUnavailable(f"memory database unavailable: {str(exc).strip().splitlines()[0]}") from exc
-        except BaseException:
-            if conn is not None and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.close()
-            self._release(conn)
-            raise
-        self._release(conn)
-
-    def _release(self, conn: psycopg.Connection[Any] | None) -> None:
-        if conn is None or conn.closed:
-            return
-        if self._closed:
-            conn.close()
-            return
-        try:
-            self._idle.put_nowait(conn)
-        except queue.Full:
-            conn.close()
-
-    def _discard_idle(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
 
     def migrate(self) -> int:
         """Apply the migrations not applied yet; return how many were applied.
@@ -346,8 +313,7 @@ class PostgresMemoryStore(MemoryStore):
 
     def close(self) -> None:
         """Close every idle connection; later operations raise."""
-        self._closed = True
-        self._discard_idle()
+        self._idle.close()
 
     # -- contract ------------------------------------------------------------------------------
 

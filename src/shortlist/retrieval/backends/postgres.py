@@ -5,7 +5,9 @@ version, embedder, dimension, chunking, BM25 parameters, the text analyser's sig
 and three tables of its own, ``shortlist_ix_<corpus>_{chunks,postings,terms}``:
 
 * ``chunks``: one row per passage (its fields, its document's content hash, and its L2-normalised
-  vector in a ``vector(dim)`` column with an HNSW index on inner product);
+  vector in a ``vector(dim)`` column with an HNSW index on inner product, over the vectors cast to
+  ``halfvec`` by default: half the graph's memory and I/O, while exact search and the similarities
+  returned stay float32; corpora built before it index float32, as their ``hnsw`` record says);
 * ``postings``: BM25 in tables: one row per (term, chunk) with the term frequency, the chunk's
   length and its *impact* (the BM25 term weight ``tf / (tf + k1 (1 - b + b dl / avgdl))`` when it
   was written), indexed by ``(term, impact DESC)`` so a term's best postings are read first;
@@ -16,12 +18,12 @@ takes, for each query term, its ``per_term`` best postings (default 1,000; all o
 scores those candidates, and rescores the best ``rescore`` (default 200) exactly, with every query
 term's posting of each, by Lucene's BM25 (``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, the
 current ``N`` and ``avgdl``): exactly bm25s' ranking whenever no query term has more postings than
-``per_term``; above it the candidates are an approximation (measured: 86% of the exact BM25 top 5
-at 100,000 passages, see docs/postgres.md). Both legs
-return their best ``PREFETCH`` rows and are fused by RRF in Python, with the embedded backend's tie
-rules, so rankings agree. ``dense_search="exact"`` orders by the exact inner product (a sequential
-scan, no index); ``"hnsw"`` (default) walks the HNSW index with ``hnsw.ef_search`` (iterative scans
-when filters apply).
+``per_term``; above it the candidates are an approximation (measured against exact BM25 in
+docs/postgres.md). Both legs return their best ``PREFETCH`` rows and are fused by RRF in Python,
+with the embedded backend's tie rules, so rankings agree; with both legs, the dense one runs on a
+second pooled connection while the lexical one runs (each is one statement returning its passages).
+``dense_search="exact"`` orders by the exact inner product (a sequential scan, no index); ``"hnsw"``
+(default) walks the HNSW index with ``hnsw.ef_search`` (iterative scans when filters apply).
 
 Writes (upsert, delete) take a per-corpus advisory lock and commit in one transaction, so readers
 see a corpus before or after a write, never half of it. The first load of an empty corpus builds
@@ -33,18 +35,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
 import re
 import struct
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
+from shortlist._pg import IdlePool
+from shortlist._pg import first_line as _first_line
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import REBUILD_INDEX_HINT, ConfigError, MissingDependencyError
 from shortlist.retrieval.backends.base import PREFETCH, Hit, IndexBackend, Progress, UpsertReport, rrf
@@ -72,6 +76,11 @@ _BINARY_TRAILER = struct.pack(">h", -1)
 _BULK = 1000
 #: Documents embedded and copied at a time.
 _BATCH_DOCS = 20_000
+
+#: The passage columns both legs return (a Chunk's fields, in order).
+_FIELDS = (
+    "c.chunk_id, c.document_id, c.title, c.text, c.position, c.count, c.char_start, c.char_end, c.metadata, c.doc_hash"
+)
 
 _CORPORA = """
 CREATE TABLE IF NOT EXISTS shortlist_index_corpora (
@@ -124,8 +133,8 @@ def _text_field(value: str) -> bytes:
     return struct.pack(">i", len(data)) + data
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _unavailable(exc: psycopg.OperationalError) -> ConfigError:
+    return ConfigError(f"index database unavailable: {_first_line(exc)}")
 
 
 class PostgresBackend(IndexBackend):
@@ -142,6 +151,9 @@ class PostgresBackend(IndexBackend):
         ef_search: HNSW candidates kept while searching (``hnsw.ef_search``).
         hnsw_m: HNSW links per node (a new corpus).
         hnsw_ef_construction: HNSW build candidates (a new corpus).
+        hnsw_storage: what the HNSW graph holds for a new corpus: ``"halfvec"`` (default: the vectors
+            cast to half precision, half the index's memory and I/O; the table keeps float32, so exact
+            search and the returned similarities are unchanged) or ``"vector"`` (float32).
         per_term: the most postings a query term contributes to the candidates (exact BM25 below it).
         rescore: how many of the best candidates are rescored exactly (every query term's posting).
         maintenance_work_mem: memory for building the indexes after a bulk load (the HNSW graph
@@ -167,6 +179,7 @@ class PostgresBackend(IndexBackend):
         ef_search: int = 100,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
+        hnsw_storage: str = "halfvec",
         per_term: int = 1000,
         rescore: int = 200,
         maintenance_work_mem: str = "1GB",
@@ -178,6 +191,8 @@ class PostgresBackend(IndexBackend):
             raise ConfigError("PostgresBackend needs an embedder (the corpus holds dense vectors)")
         if dense_search not in ("hnsw", "exact"):
             raise ConfigError(f"dense_search must be 'hnsw' or 'exact', not {dense_search!r}")
+        if hnsw_storage not in ("halfvec", "vector"):
+            raise ConfigError(f"hnsw_storage must be 'halfvec' or 'vector', not {hnsw_storage!r}")
         self.dsn, url_corpus = split_corpus_url(dsn)
         self.corpus = corpus or url_corpus
         if not _CORPUS.fullmatch(self.corpus):
@@ -192,10 +207,15 @@ class PostgresBackend(IndexBackend):
             raise ConfigError(f"maintenance_work_mem must look like '512MB' or '2GB', not {maintenance_work_mem!r}")
         self.maintenance_work_mem = maintenance_work_mem
         self.k1, self.b = float(k1), float(b)
-        self._hnsw = {"m": int(hnsw_m), "ef_construction": int(hnsw_ef_construction)}
+        self._hnsw: dict[str, Any] = {
+            "m": int(hnsw_m),
+            "ef_construction": int(hnsw_ef_construction),
+            "storage": hnsw_storage,
+        }
         self._connect_timeout = connect_timeout
-        self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue(maxsize=pool_size)
-        self._closed = False
+        self._idle = IdlePool(self._connect, pool_size)
+        self._pool: ThreadPoolExecutor | None = None  # runs the dense leg beside the lexical one
+        self._pool_lock = threading.Lock()
         self._analyser = analyser("corpus")
         prefix = f"shortlist_ix_{self.corpus}"
         self._chunks_t, self._postings_t, self._terms_t = f"{prefix}_chunks", f"{prefix}_postings", f"{prefix}_terms"
@@ -223,51 +243,18 @@ class PostgresBackend(IndexBackend):
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        if self._closed:
+        if self._idle.closed:
             raise ConfigError("this PostgresBackend is closed")
-        try:
-            conn: psycopg.Connection[Any] | None = self._idle.get_nowait()
-        except queue.Empty:
-            conn = None
-        try:
-            if conn is None or conn.closed:
-                conn = self._connect()
+        with self._idle.connection(_unavailable) as conn:
             yield conn
-        except psycopg.OperationalError as exc:
-            if conn is not None:
-                if conn.broken:
-                    self._discard_idle()
-                conn.close()
-            raise ConfigError(f"index database unavailable: {_first_line(exc)}") from exc
-        except BaseException:
-            if conn is not None and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.close()
-            self._release(conn)
-            raise
-        self._release(conn)
-
-    def _release(self, conn: psycopg.Connection[Any] | None) -> None:
-        if conn is None or conn.closed:
-            return
-        if self._closed:
-            conn.close()
-            return
-        try:
-            self._idle.put_nowait(conn)
-        except queue.Full:
-            conn.close()
-
-    def _discard_idle(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait().close()
-            except queue.Empty:
-                return
 
     def close(self) -> None:
         """Close every idle connection; later operations raise."""
-        self._closed = True
-        self._discard_idle()
+        with self._pool_lock:
+            self._idle.close()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     # -- schema --------------------------------------------------------------------------------
 
@@ -310,7 +297,7 @@ class PostgresBackend(IndexBackend):
         self.dim = int(dim)
         self.chunker = Chunker(**chunking)
         self.k1, self.b = float(k1), float(b)
-        self._hnsw = dict(hnsw)
+        self._hnsw = {"storage": "vector", **dict(hnsw)}  # corpora from before halfvec indexed float32
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(
@@ -346,12 +333,24 @@ class PostgresBackend(IndexBackend):
         t = self._chunks_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_doc ON {t} (document_id)")
         conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_ip_ops)"
+            f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw ({self._hnsw_key('embedding')})"
             f" WITH (m = {int(self._hnsw['m'])}, ef_construction = {int(self._hnsw['ef_construction'])})"
         )
         p = self._postings_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_term ON {p} (term, impact DESC) INCLUDE (row, tf, dl)")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_row ON {p} (row, term) INCLUDE (tf, dl)")
+
+    def _hnsw_key(self, column: str) -> str:
+        """The HNSW index's key: the column, or its half-precision cast (the query must order by the same)."""
+        if self._hnsw.get("storage") == "halfvec":
+            return f"({column}::halfvec({self.dim})) halfvec_ip_ops"
+        return f"{column} vector_ip_ops"
+
+    def _hnsw_order(self, column: str) -> str:
+        """The ORDER BY expression the HNSW index answers (``_hnsw_key`` without the operator class)."""
+        if self._hnsw.get("storage") == "halfvec":
+            return f"({column}::halfvec({self.dim})) <#> %(v)s::halfvec({self.dim})"
+        return f"{column} <#> %(v)s::vector"
 
     def _drop_indexes(self, conn: psycopg.Connection[Any]) -> None:
         for name in (
@@ -613,6 +612,23 @@ class PostgresBackend(IndexBackend):
             named[f"{prefix}{i}"] = value
         return where, named
 
+    def _run(self, sql: str, params: Mapping[str, Any], iterative: bool) -> list[Any]:
+        """Run one leg's statement on a pooled connection (pgvector's iterative scan when filters apply)."""
+        with self._conn() as conn:
+            if iterative:
+                with conn.transaction():
+                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    return conn.execute(sql, params).fetchall()
+            return conn.execute(sql, params).fetchall()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._idle.closed:
+                raise ConfigError("this PostgresBackend is closed")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._idle.size, thread_name_prefix="shortlist-pg-leg")
+            return self._pool
+
     def query(
         self,
         text: str = "",
@@ -622,8 +638,9 @@ class PostgresBackend(IndexBackend):
         filters: Mapping[str, Any] | None = None,
         use_embedder: bool = True,
     ) -> list[Hit]:
-        """See :meth:`IndexBackend.query` (both legs, the candidates' passages and their inner products in one
-        statement: one round trip; RRF here, with the embedded backend's tie rules)."""
+        """See :meth:`IndexBackend.query` (each leg is one statement returning its passages and their inner
+        products; with both, they run at once on two connections; RRF here, with the embedded backend's tie
+        rules)."""
         if k <= 0:
             return []
         n = max(k, PREFETCH)
@@ -634,13 +651,15 @@ class PostgresBackend(IndexBackend):
         if not qterms and qv is None:
             return []
         params: dict[str, Any] = {"n": n}
-        ctes: list[str] = []
-        legs: list[str] = []
+        lex_sql = den_sql = ""
+        if qv is not None:
+            params["v"] = _vector_literal(qv)
         if qterms:
             lex_where, lex_params = self._filter_params(filters, "lf")
             join = f" JOIN {self._chunks_t} c ON c.row = p.row" if lex_where else ""
-            ctes.append(
-                "m AS (SELECT GREATEST(chunks, 1)::float8 AS n, (tokens::float8 / GREATEST(chunks, 1)) AS avgdl"
+            cos_col = "-(c.embedding <#> %(v)s::vector)" if qv is not None else "NULL::float8"
+            lex_sql = (
+                "WITH m AS (SELECT GREATEST(chunks, 1)::float8 AS n, (tokens::float8 / GREATEST(chunks, 1)) AS avgdl"
                 " FROM shortlist_index_corpora WHERE corpus = %(corpus)s),"
                 " q AS (SELECT t.term, ln(1 + (m.n - t.df + 0.5) / (t.df + 0.5)) AS idf"
                 f" FROM {self._terms_t} t, m WHERE t.term = ANY(%(terms)s) AND t.df > 0),"
@@ -658,6 +677,7 @@ class PostgresBackend(IndexBackend):
                 " WHERE p.row = lexcand.row AND p.term = ANY(%(terms)s) OFFSET 0) p"
                 " JOIN q ON q.term = p.term CROSS JOIN m GROUP BY p.row"
                 " HAVING SUM(q.idf) > 0 ORDER BY score DESC, p.row LIMIT %(n)s)"
+                f" SELECT c.row, lex.score, {cos_col}, {_FIELDS} FROM lex JOIN {self._chunks_t} c ON c.row = lex.row"
             )
             params.update(
                 lex_params,
@@ -668,7 +688,6 @@ class PostgresBackend(IndexBackend):
                 per_term=self.per_term,
                 rescore=max(n, self.rescore),
             )
-            legs.append("SELECT row FROM lex")
         if qv is not None:
             den_where, den_params = self._filter_params(filters, "df")
             # exact: "+ 0" keeps the planner off the HNSW index (an index scan ordered by the distance
@@ -676,50 +695,42 @@ class PostgresBackend(IndexBackend):
             if self.dense_search == "exact":
                 order = "(c.embedding <#> %(v)s::vector) + 0, c.row"
             else:
-                order = "c.embedding <#> %(v)s::vector"
-            ctes.append(
-                f"den AS (SELECT c.row FROM {self._chunks_t} c WHERE true{den_where} ORDER BY {order} LIMIT %(n)s)"
+                order = self._hnsw_order("c.embedding")
+            # the similarity returned is the float32 one (the HNSW walk may rank by half precision)
+            den_sql = (
+                f"SELECT c.row, NULL::float8, -(c.embedding <#> %(v)s::vector), {_FIELDS} FROM {self._chunks_t} c"
+                f" WHERE true{den_where} ORDER BY {order} LIMIT %(n)s"
             )
-            params.update(den_params, v=_vector_literal(qv))
-            legs.append("SELECT row FROM den")
-        lex_col = "lex.score" if qterms else "NULL::float8"
-        den_col = "(den.row IS NOT NULL)" if qv is not None else "false"
-        cos_col = "-(c.embedding <#> %(v)s::vector)" if qv is not None else "NULL::float8"
-        joins = (" LEFT JOIN lex ON lex.row = c.row" if qterms else "") + (
-            " LEFT JOIN den ON den.row = c.row" if qv is not None else ""
-        )
-        sql = (
-            f"WITH {', '.join(ctes)}, cand AS ({' UNION '.join(legs)})"
-            f" SELECT c.row, {lex_col}, {den_col}, {cos_col}, c.chunk_id, c.document_id, c.title, c.text, c.position,"
-            f" c.count, c.char_start, c.char_end, c.metadata, c.doc_hash FROM cand JOIN {self._chunks_t} c"
-            f" ON c.row = cand.row{joins}"
-        )
-        with self._conn() as conn:
-            if filters and qv is not None and self.dense_search == "hnsw":
-                with conn.transaction():
-                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    found = conn.execute(sql, params).fetchall()
-            else:
-                found = conn.execute(sql, params).fetchall()
+            params.update(den_params)
+        iterative = bool(filters) and self.dense_search == "hnsw"
+        if lex_sql and den_sql:
+            # the legs are independent: the dense one runs on a second pooled connection meanwhile
+            dense_rows = self._executor().submit(self._run, den_sql, params, iterative)
+            lex_rows = self._run(lex_sql, params, False)
+            den_rows = dense_rows.result()
+        else:
+            lex_rows = self._run(lex_sql, params, False) if lex_sql else []
+            den_rows = self._run(den_sql, params, iterative) if den_sql else []
+        found = [*lex_rows, *den_rows]
         by_row = {int(r[0]): r for r in found}
-        lex_leg = sorted((r for r in found if r[1] is not None), key=lambda r: (-float(r[1]), int(r[0])))
-        den_leg = sorted((r for r in found if r[2]), key=lambda r: (-float(r[3]), int(r[0])))
+        lex_leg = sorted(lex_rows, key=lambda r: (-float(r[1]), int(r[0])))
+        den_leg = sorted(den_rows, key=lambda r: (-float(r[2]), int(r[0])))
         lexical = {int(r[0]): float(r[1]) for r in lex_leg}
         if qterms and qv is not None:
             ranked = sorted(rrf([list(lexical), [int(r[0]) for r in den_leg]]).items(), key=lambda kv: -kv[1])[:k]
         elif qterms:
             ranked = list(lexical.items())[:k]
         else:
-            ranked = [(int(r[0]), float(r[3])) for r in den_leg[:k]]
+            ranked = [(int(r[0]), float(r[2])) for r in den_leg[:k]]
         hits = []
         for row, score in ranked:
             r = by_row[row]
-            chunk = Chunk(r[4], r[5], r[6], r[7], int(r[8]), int(r[9]), int(r[10]), int(r[11]), r[12], r[13])
+            chunk = Chunk(r[3], r[4], r[5], r[6], int(r[7]), int(r[8]), int(r[9]), int(r[10]), r[11], r[12])
             hits.append(
                 Hit(
                     chunk,
                     score=float(score),
-                    dense=None if qv is None else float(r[3]),
+                    dense=None if qv is None else float(r[2]),
                     lexical=lexical.get(row, 0.0),
                 )
             )
