@@ -116,3 +116,38 @@ def test_an_unreachable_database_is_a_catalog_error() -> None:
 
     with pytest.raises(CatalogError, match="feedback database unavailable"):
         FeedbackStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none")
+
+
+def test_used_sets_and_stats_read_the_same_on_both_stores(store: FeedbackStore) -> None:
+    store.record("weather then mail", ["a", "b", "c"], ["get_weather", "send_mail"], ts=1.0)
+    store.record("a skill", ["s"], ["summarise"], kind="skill", ts=2.0)
+    store.record("nothing used", ["a"], [], ts=3.0)
+    store.record("weather again", ["a"], ["get_weather"], ts=4.0)
+    assert store.used_sets() == [("get_weather",), ("get_weather", "send_mail")]  # newest first
+    assert store.used_sets(kind=None, limit=2) == [("get_weather",), ("summarise",)]
+    stats = store.stats()
+    assert (stats["turns"], stats["uses"], stats["candidates"]) == (4, 4, 3)
+    assert stats["kinds"] == {"skill": 1, "tool": 3}
+    assert stats["top"][0] == {"id": "get_weather", "uses": 2}
+    assert (stats["first_ts"], stats["last_ts"]) == (1.0, 4.0)
+
+
+def test_the_postgres_log_reconnects_after_the_server_restarts(pg_dsn: str, postgres: object) -> None:
+    pytest.importorskip("psycopg")
+    from shortlist.errors import CatalogError
+
+    store = FeedbackStore(pg_dsn)
+    try:
+        store.record("before", [], ["get_weather"])
+        postgres.stop("fast")  # type: ignore[attr-defined]
+        try:
+            with pytest.raises(CatalogError, match="feedback database unavailable"):
+                store.record("while down", [], ["get_weather"])
+        finally:
+            postgres.start()  # type: ignore[attr-defined]
+        store.record("after", [], ["get_weather"])  # a new connection: the broken one was dropped
+        assert store.examples()["get_weather"] == ["before", "after"]
+    finally:
+        store.close()
+    with pytest.raises(CatalogError, match="closed"):
+        store.record("closed", [], ["x"])

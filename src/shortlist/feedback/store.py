@@ -16,13 +16,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shortlist.errors import CatalogError
 from shortlist.types import Candidate, Query
 
-__all__ = ["FeedbackStore", "apply_examples"]
+__all__ = ["SQLITE", "Dialect", "FeedbackStore", "apply_examples"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -40,6 +41,49 @@ CREATE TABLE IF NOT EXISTS uses (
 );
 CREATE INDEX IF NOT EXISTS uses_by_candidate ON uses(candidate_id, turn_id);
 """
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What the reading SQL differs in between the two stores: table names, placeholder, a turn's use order."""
+
+    turns: str
+    uses: str
+    param: str
+    #: how a turn's uses are ordered in :meth:`FeedbackStore.used_sets` (after the turn id)
+    use_order: str = ""
+
+    def examples(self, kind: str | None) -> tuple[str, tuple[Any, ...]]:
+        """Every (candidate id, query) of turns of ``kind`` (None: all), oldest turn first."""
+        where, params = (f" WHERE t.kind = {self.param}", (kind,)) if kind is not None else ("", ())
+        return (
+            f"SELECT u.candidate_id, t.query FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id{where}"
+            " ORDER BY t.id",
+            params,
+        )
+
+    def used_sets(self, kind: str | None) -> tuple[str, tuple[Any, ...]]:
+        """Every (turn id, candidate id) of turns of ``kind`` (None: all), newest turn first."""
+        where, params = (f" WHERE t.kind = {self.param}", (kind,)) if kind is not None else ("", ())
+        order = f", {self.use_order}" if self.use_order else ""
+        return (
+            f"SELECT u.turn_id, u.candidate_id FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id{where}"
+            f" ORDER BY u.turn_id DESC{order}",
+            params,
+        )
+
+    def stats(self) -> tuple[str, str, str, str]:
+        """The four statements of :meth:`FeedbackStore.stats`: turns, uses, kinds, the top candidates."""
+        return (
+            f"SELECT COUNT(*), MIN(ts), MAX(ts) FROM {self.turns}",
+            f"SELECT COUNT(*), COUNT(DISTINCT candidate_id) FROM {self.uses}",
+            f"SELECT kind, COUNT(*) FROM {self.turns} GROUP BY kind ORDER BY kind",
+            f"SELECT candidate_id, COUNT(*) AS n FROM {self.uses} GROUP BY candidate_id"
+            " ORDER BY n DESC, candidate_id LIMIT 10",
+        )
+
+
+SQLITE = Dialect(turns="turns", uses="uses", param="?", use_order="u.rowid")  # rowid: the order recorded
 
 
 def _ids(values: Iterable[str], what: str) -> tuple[str, ...]:
@@ -80,6 +124,9 @@ class FeedbackStore:
     Raises:
         CatalogError: the file cannot be opened as a feedback database.
     """
+
+    #: the SQL the reading methods run (the PostgreSQL store has its own)
+    dialect: Dialect = SQLITE
 
     def __new__(cls, path: str | Path = ":memory:", *args: Any, **kwargs: Any) -> FeedbackStore:
         if cls is FeedbackStore and is_postgres_url(path):
@@ -204,6 +251,13 @@ class FeedbackStore:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one reading statement (the caller holds the lock)."""
+        return self._db.execute(sql, tuple(params)).fetchall()
+
+    def _shown_path(self) -> str:
+        return self.path
+
     def _version(self) -> tuple[int, int]:
         row = self._db.execute("PRAGMA data_version").fetchone()
         return (int(row[0]), self._writes)
@@ -216,13 +270,8 @@ class FeedbackStore:
             self._cache_key = key
         cached = self._cache.get(kind)
         if cached is None:
-            sql = "SELECT u.candidate_id, t.query FROM uses u JOIN turns t ON t.id = u.turn_id"
-            params: tuple[str, ...] = ()
-            if kind is not None:
-                sql += " WHERE t.kind = ?"
-                params = (kind,)
             out: dict[str, dict[str, None]] = {}
-            for cid, text in self._db.execute(sql + " ORDER BY t.id", params):
+            for cid, text in self._rows(*self.dialect.examples(kind)):
                 out.setdefault(cid, {})[text] = None
             cached = {cid: list(texts) for cid, texts in out.items()}
             self._cache[kind] = cached
@@ -235,13 +284,8 @@ class FeedbackStore:
             kind: only turns of this kind (None: every kind).
             limit: the most turns returned.
         """
-        where, params = ("WHERE t.kind = ?", [kind]) if kind is not None else ("", [])
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT u.turn_id, u.candidate_id FROM uses u JOIN turns t ON t.id = u.turn_id {where} "
-                "ORDER BY u.turn_id DESC",
-                params,
-            ).fetchall()
+            rows = self._rows(*self.dialect.used_sets(kind))
         sets: dict[int, list[str]] = {}
         for turn_id, candidate in rows:
             if turn_id not in sets and len(sets) >= limit:
@@ -290,16 +334,14 @@ class FeedbackStore:
 
     def stats(self) -> dict[str, Any]:
         """Counts: turns, uses, distinct candidates used, kinds, time range, top candidates."""
+        turns_sql, uses_sql, kinds_sql, top_sql = self.dialect.stats()
         with self._lock:
-            turns, first, last = self._db.execute("SELECT COUNT(*), MIN(ts), MAX(ts) FROM turns").fetchone()
-            uses, cands = self._db.execute("SELECT COUNT(*), COUNT(DISTINCT candidate_id) FROM uses").fetchone()
-            kinds = dict(self._db.execute("SELECT kind, COUNT(*) FROM turns GROUP BY kind ORDER BY kind").fetchall())
-            top = self._db.execute(
-                "SELECT candidate_id, COUNT(*) AS n FROM uses GROUP BY candidate_id"
-                " ORDER BY n DESC, candidate_id LIMIT 10"
-            ).fetchall()
+            ((turns, first, last),) = self._rows(turns_sql)
+            ((uses, cands),) = self._rows(uses_sql)
+            kinds = {str(k): int(n) for k, n in self._rows(kinds_sql)}
+            top = self._rows(top_sql)
         return {
-            "path": self.path,
+            "path": self._shown_path(),
             "turns": int(turns),
             "uses": int(uses),
             "candidates": int(cands),
