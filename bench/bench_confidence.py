@@ -13,9 +13,17 @@ over the whole catalog and reported as:
   interleaved, one query each in turn, on the first dataset, with an embedder without query or
   vector cache (every query is embedded); and the one-time cost of embedding the anchors.
 
+A second no-tool source besides MetaTool: ``--bfcl DIR`` writes two datasets from the BFCL v4
+files inside the pinned ``bfcl-eval`` wheel (Apache-2.0; fetched once with ``pip download
+--no-deps`` into the eval-data cache, never installed) and adds them to the run:
+``bfcl-irrelevance`` (the 400 ``simple_python`` queries, gold = their own function, and the 240
+``irrelevance`` queries, gold empty, over the 637 distinct functions of both) and
+``bfcl-live-irrelevance`` (258 ``live_simple`` and 884 ``live_irrelevance`` queries over 965
+functions). Only the first user turn's text is used; no ``multi_turn_*`` file is read.
+
 Usage::
 
-    OMP_NUM_THREADS=1 python bench/bench_confidence.py DATASET_DIR [DATASET_DIR ...] [--queries 200] [--json]
+    OMP_NUM_THREADS=1 python bench/bench_confidence.py [DATASET_DIR ...] [--bfcl DIR] [--queries 200] [--json]
 """
 
 from __future__ import annotations
@@ -35,13 +43,67 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from shortlist.eval.datasets import load_dataset  # noqa: E402
+from shortlist.eval.datasets import EvalQuery, load_dataset, write_dataset  # noqa: E402
+from shortlist.eval.sources import Wheel, fetch_wheel  # noqa: E402
 from shortlist.rankers.calibration import auroc  # noqa: E402
 from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind  # noqa: E402
 from shortlist.rankers.hybrid import HybridRanker  # noqa: E402
 from shortlist.types import Query  # noqa: E402
 
+#: The wheel carrying BFCL v4's data files.
+BFCL = Wheel("bfcl-eval", "2026.3.23", "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a")
+#: Dataset name -> (file of queries with their own function as gold, file of irrelevant queries).
+BFCL_SETS = {
+    "bfcl-irrelevance": ("BFCL_v4_simple_python.json", "BFCL_v4_irrelevance.json"),
+    "bfcl-live-irrelevance": ("BFCL_v4_live_simple.json", "BFCL_v4_live_irrelevance.json"),
+}
+
 KINDS: tuple[ConfidenceKind, ...] = ("anchors", "cosine")
+
+
+def prepare_bfcl(out_dir: str) -> list[str]:
+    """Write the BFCL datasets (see the module docstring) under ``out_dir``; return their directories."""
+    import zipfile
+
+    def log(line: str) -> None:
+        sys.stderr.write(line + "\n")
+
+    wheel = fetch_wheel(BFCL, download=True, log=log)
+    dirs = []
+    with zipfile.ZipFile(wheel) as z:
+
+        def entries(name: str) -> list[dict[str, Any]]:
+            text = z.read(f"bfcl_eval/data/{name}").decode("utf-8")
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+        for name, (with_gold, irrelevant) in BFCL_SETS.items():
+            tools: list[dict[str, Any]] = []
+            ids: dict[tuple[str, str], str] = {}
+
+            def add(
+                fn: dict[str, Any], tools: list[dict[str, Any]] = tools, ids: dict[tuple[str, str], str] = ids
+            ) -> str:
+                key = (fn["name"], fn.get("description", ""))
+                if key not in ids:
+                    taken = {t["id"] for t in tools}
+                    tid = fn["name"] if fn["name"] not in taken else f"{fn['name']}#{len(tools)}"
+                    tools.append(
+                        {"id": tid, "name": fn["name"], "description": key[1], "parameters": fn.get("parameters")}
+                    )
+                    ids[key] = tid
+                return ids[key]
+
+            queries = []
+            for split, file, gold in (
+                (with_gold.removeprefix("BFCL_v4_").split(".")[0], with_gold, True),
+                ("irrelevance", irrelevant, False),
+            ):
+                for e in entries(file):
+                    text = " ".join(m["content"] for m in e["question"][0] if m["role"] == "user")
+                    own = [add(fn) for fn in e["function"]]
+                    queries.append(EvalQuery(qid=e["id"], text=text, gold=tuple(own[:1]) if gold else (), split=split))
+            dirs.append(str(write_dataset(os.path.join(out_dir, name), tools, queries)))
+    return dirs
 
 
 def quality(path: str) -> dict[str, Any]:
@@ -84,7 +146,7 @@ def latency(path: str, n: int) -> dict[str, Any]:
     emb.embed(["warm up the model"])
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    AnchorConfidence().vectors(emb)
+    emb.embed(list(AnchorConfidence().anchors))  # what the first turn of a process pays once
     anchors_s = time.perf_counter() - t0
     rankers = {kind: HybridRanker(embedder=emb, confidence=kind, min_score=-1e9) for kind in KINDS}
     for kind, ranker in rankers.items():
@@ -111,12 +173,16 @@ def latency(path: str, n: int) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
-    p.add_argument("datasets", nargs="+", help="shortlist eval dataset directories (with no-tool queries)")
+    p.add_argument("datasets", nargs="*", help="shortlist eval dataset directories (with no-tool queries)")
+    p.add_argument("--bfcl", metavar="DIR", help="also write and measure the BFCL irrelevance datasets under DIR")
     p.add_argument("--queries", type=int, default=200, help="queries timed per confidence (0: no latency)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
+    paths = list(args.datasets) + (prepare_bfcl(args.bfcl) if args.bfcl else [])
+    if not paths:
+        p.error("give a dataset directory or --bfcl DIR")
     rows = []
-    for path in args.datasets:
+    for path in paths:
         row = quality(path)
         rows.append(row)
         sys.stderr.write(
@@ -126,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     result: dict[str, Any] = {"quality": rows, "load": os.getloadavg()[0]}
     if args.queries:
-        result["latency"] = latency(args.datasets[0], args.queries)
+        result["latency"] = latency(paths[0], args.queries)
     print(json.dumps(result, indent=None if args.json else 2))
     return 0
 
