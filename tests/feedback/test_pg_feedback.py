@@ -151,3 +151,40 @@ def test_the_postgres_log_reconnects_after_the_server_restarts(pg_dsn: str, post
         store.close()
     with pytest.raises(CatalogError, match="closed"):
         store.record("closed", [], ["x"])
+
+
+def test_the_cli_reads_and_trains_from_a_postgres_log(
+    pgvector_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shortlist.cli import main
+
+    pytest.importorskip("psycopg")
+    pairs = [
+        ("will it rain tomorrow", "weather"),
+        ("forecast for paris", "weather"),
+        ("send a note to bob", "email"),
+        ("mail the report to alice", "email"),
+    ]
+    for text, tool in pairs:
+        assert main(["feedback", "add", "--db", pgvector_dsn, "--query", text, "--used", tool]) == 0
+    capsys.readouterr()
+    assert main(["feedback", "stats", "--db", pgvector_dsn, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["turns"], stats["uses"], stats["candidates"]) == (4, 4, 2)
+    assert main(["feedback", "stats", "--db", pgvector_dsn]) == 0
+    assert "4 turns, 4 uses of 2 candidates" in capsys.readouterr().out
+    catalog = tmp_path / "tools.jsonl"
+    catalog.write_text(
+        json.dumps({"id": "weather", "name": "weather", "description": "the weather forecast for a city"})
+        + "\n"
+        + json.dumps({"id": "email", "name": "email", "description": "send an email message"})
+        + "\n"
+    )
+    out = tmp_path / "adapter.npz"
+    args = ["feedback", "train", "--db", pgvector_dsn, "--catalog", str(catalog), "--out", str(out), "--json"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["pairs"], summary["tools"]) == (4, 2) and out.is_file()
+    # an unreachable server is a catalog error (exit 2), not a traceback
+    assert main(["feedback", "stats", "--db", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"]) == 2
+    assert "feedback database unavailable" in capsys.readouterr().err

@@ -16,14 +16,14 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "feedback",
         help="record and inspect usage feedback (the queries where each tool was used)",
-        description="The feedback log (SQLite) turns past turns into example queries of the tools "
-        "the model called; rankers index them with the description.",
+        description="The feedback log (SQLite, or PostgreSQL for replicas) turns past turns into example "
+        "queries of the tools the model called; rankers index them with the description.",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     p.set_defaults(func=lambda _args: _missing_action(p))
 
     add = actions.add_parser("add", help="record one turn")
-    add.add_argument("--db", required=True, help="the feedback database (SQLite file)")
+    add.add_argument("--db", required=True, help="the feedback database (SQLite file, or a postgresql:// URL)")
     add.add_argument("--query", required=True, help="the user's message")
     add.add_argument("--used", action="append", default=[], metavar="ID", help="an id the model called (repeatable)")
     add.add_argument(
@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
     imp = actions.add_parser("import", help="import a queries.jsonl file (text + gold) as used turns")
     imp.add_argument("file", metavar="FILE.jsonl")
-    imp.add_argument("--db", required=True, help="the feedback database (SQLite file)")
+    imp.add_argument("--db", required=True, help="the feedback database (SQLite file, or a postgresql:// URL)")
     imp.add_argument("--kind", default="tool", help="tool, skill, ... (default tool)")
     imp.add_argument("--json", action="store_true", help="print one JSON object")
     imp.set_defaults(func=_import)
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         description="Fit a linear query-side adapter on the log's (query, used tool) pairs and write it "
         "to --out; the hybrid ranker applies it (option adapter: FILE) to the tools it was trained on only.",
     )
-    train.add_argument("--db", required=True, help="the feedback database (SQLite file)")
+    train.add_argument("--db", required=True, help="the feedback database (SQLite file, or a postgresql:// URL)")
     train.add_argument("--catalog", required=True, help="the tool catalog (OpenAI/Anthropic/MCP list or JSONL)")
     train.add_argument("--out", required=True, help="the adapter file to write (.npz)")
     train.add_argument("--kind", default="tool", help="tool, skill, ... (default tool)")
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     train.set_defaults(func=_train)
 
     stats = actions.add_parser("stats", help="counts of the feedback log")
-    stats.add_argument("--db", required=True, help="the feedback database (SQLite file)")
+    stats.add_argument("--db", required=True, help="the feedback database (SQLite file, or a postgresql:// URL)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(func=_stats)
 
@@ -77,9 +77,9 @@ def _add(args: argparse.Namespace) -> int:
     with FeedbackStore(args.db) as store:
         turn_id = store.record(args.query, selected=args.selected, used=args.used, kind=args.kind)
     if args.json:
-        write_json({"db": args.db, "turn": turn_id, "used": args.used, "selected": args.selected})
+        write_json({"db": _shown(args.db), "turn": turn_id, "used": args.used, "selected": args.selected})
     else:
-        write_text(f"recorded turn {turn_id} in {args.db}: used {', '.join(args.used)}")
+        write_text(f"recorded turn {turn_id} in {_shown(args.db)}: used {', '.join(args.used)}")
     return 0
 
 
@@ -90,20 +90,39 @@ def _import(args: argparse.Namespace) -> int:
         added = store.import_jsonl(args.file, kind=args.kind)
         total = store.stats()["turns"]
     if args.json:
-        write_json({"db": args.db, "added": added, "turns": total})
+        write_json({"db": _shown(args.db), "added": added, "turns": total})
     else:
-        write_text(f"imported {added} turns from {args.file} into {args.db} ({total} turns in all)")
+        write_text(f"imported {added} turns from {args.file} into {_shown(args.db)} ({total} turns in all)")
     return 0
 
 
-def _stats(args: argparse.Namespace) -> int:
+def _shown(db: str) -> str:
+    """The database as messages show it (a URL without its password)."""
+    from shortlist.feedback.store import is_postgres_url
+
+    if is_postgres_url(db):
+        from shortlist.retrieval.backends.postgres import redact_url
+
+        return redact_url(db)
+    return db
+
+
+def _existing(db: str) -> None:
+    """Refuse a feedback file that does not exist (reading it would create an empty one); a
+    ``postgresql://`` URL is checked by connecting."""
     from pathlib import Path
 
     from shortlist.errors import CatalogError
+    from shortlist.feedback.store import is_postgres_url
+
+    if not is_postgres_url(db) and not Path(db).is_file():
+        raise CatalogError(f"{db}: no such feedback database")
+
+
+def _stats(args: argparse.Namespace) -> int:
     from shortlist.feedback import FeedbackStore
 
-    if not Path(args.db).is_file():
-        raise CatalogError(f"{args.db}: no such feedback database")
+    _existing(args.db)
     with FeedbackStore(args.db) as store:
         stats = store.stats()
     if args.json:
@@ -120,8 +139,6 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from shortlist.adapters.catalog import load_catalog
     from shortlist.errors import CatalogError, ConfigError
     from shortlist.feedback import FeedbackStore
@@ -129,8 +146,7 @@ def _train(args: argparse.Namespace) -> int:
     from shortlist.rankers.embedding import EmbeddingRanker
     from shortlist.rankers.hybrid import DEFAULT_QUERY_PREFIX
 
-    if not Path(args.db).is_file():
-        raise CatalogError(f"{args.db}: no such feedback database")
+    _existing(args.db)
     if args.ridge <= 0:
         raise ConfigError("--ridge must be positive")
     catalog = load_catalog(args.catalog)
@@ -138,7 +154,7 @@ def _train(args: argparse.Namespace) -> int:
         examples = store.examples([c.id for c in catalog], kind=args.kind)
     pairs = [(q, cid) for cid, queries in examples.items() for q in queries]
     if not pairs:
-        raise CatalogError(f"{args.db}: no logged use of any tool of {args.catalog}")
+        raise CatalogError(f"{_shown(args.db)}: no logged use of any tool of {args.catalog}")
     embedder = EmbeddingRanker().embedder
     adapter = train_adapter(pairs, catalog, embedder, query_prefix=DEFAULT_QUERY_PREFIX, ridge=args.ridge)
     adapter.save(args.out)
