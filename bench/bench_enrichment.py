@@ -1,21 +1,32 @@
 """Catalog enrichment on MetaTool with a stand-in for the host's model, in process and over HTTP.
 
 The stand-in model reads each tool's name out of the enrichment prompt (the fenced
-``name:`` line) and answers with 10 of that tool's MetaTool *train* queries: the tool's
-queries of ``train.jsonl`` in file order (a query with two gold tools counts for both),
-sampled with ``random.Random(f"18:{tool}")`` (all of them when it has fewer than 10). This
-stands in for an LLM writing requests from the description (MetaTool's queries were written
-by one, from the descriptions), so the figure measures the mechanism (prompt, parsing,
-cleaning, the feedback log as examples, the ranker's use of them), not a real model's
-wording. The evaluation queries (``queries.jsonl``) are never shown to the stand-in.
+``name:`` line) and answers with 10 of that tool's MetaTool *train* queries (the tool's
+queries of ``train.jsonl`` in file order, a query with two gold tools counting for both; all
+of them when it has 10 or fewer), picked by one of two fixed rules:
+
+* ``spread`` (the default; the prompt asks for *varied* requests, and this mirrors it): the
+  tool's train queries are embedded with the default embedder (unit vectors); 10 centres are
+  seeded by farthest-point traversal (start: the query with the largest dot product with the
+  mean vector; next: the query whose cosine to its nearest chosen one is smallest), refined by
+  20 rounds of spherical k-means (each query to the centre of largest cosine; a centre becomes
+  the normalised mean of its queries, an empty one stays); then for each centre in order the
+  nearest query not picked yet. The 10 are answered in file order. No randomness.
+* ``random``: ``random.Random(f"18:{tool}").sample(queries, 10)``.
+
+This stands in for an LLM writing requests from the description (MetaTool's queries were
+written by one, from the descriptions), so the figure measures the mechanism (prompt,
+parsing, cleaning, the feedback log as examples, the ranker's use of them), not a real
+model's wording. The evaluation queries (``queries.jsonl``) are never shown to the stand-in.
 
 Rows (the library's default selector, every MetaTool query, whole catalog):
 
 * ``zero-shot``: no examples.
-* ``enriched``: ``CatalogEnricher`` with the stand-in as a ``prompt -> str`` callable.
+* ``enriched``: ``CatalogEnricher`` with the ``spread`` stand-in as a ``prompt -> str`` callable.
+* ``enriched-random``: the same with the ``random`` stand-in.
 * ``enriched-http``: ``shortlist catalog enrich`` run as a subprocess against an
-  OpenAI-compatible chat-completions server on 127.0.0.1 that answers as the stand-in does
-  (end to end: HTTP, retries, the CLI, the SQLite log), then evaluated on that log.
+  OpenAI-compatible chat-completions server on 127.0.0.1 that answers as the ``spread``
+  stand-in does (end to end: HTTP, retries, the CLI, the SQLite log), then evaluated on that log.
 
 Usage::
 
@@ -42,23 +53,67 @@ SEED = 18
 N = 10
 
 
+def spread(vectors: Any, n: int, rounds: int = 20) -> list[int]:
+    """Indexes of ``n`` rows spread over ``vectors`` (unit rows): farthest-point seeds, spherical
+    k-means, then each centre's nearest row not taken yet; sorted."""
+    import numpy as np
+
+    x = np.asarray(vectors, dtype=np.float64)
+    chosen = [int(np.argmax(x @ x.mean(axis=0)))]
+    nearest = x @ x[chosen[0]]
+    while len(chosen) < n:
+        j = int(np.argmin(nearest))
+        chosen.append(j)
+        nearest = np.maximum(nearest, x @ x[j])
+    centres = x[chosen].copy()
+    for _ in range(rounds):
+        owner = np.argmax(x @ centres.T, axis=1)
+        for k in range(n):
+            members = x[owner == k]
+            if len(members):
+                mean = members.mean(axis=0)
+                centres[k] = mean / np.linalg.norm(mean)
+    picked: list[int] = []
+    for k in range(n):
+        for j in np.argsort(-(x @ centres[k]), kind="stable"):
+            if int(j) not in picked:
+                picked.append(int(j))
+                break
+    return sorted(picked)
+
+
 class StandIn:
     """The stand-in host model: ``prompt -> JSON`` with 10 train queries per fenced tool."""
 
-    def __init__(self, train: Path, n: int = N) -> None:
+    def __init__(self, train: Path, n: int = N, rule: str = "spread") -> None:
+        if rule not in ("spread", "random"):
+            raise ValueError(f"rule must be 'spread' or 'random', not {rule!r}")
         self.n = n
+        self.rule = rule
         self.by_tool: dict[str, list[str]] = {}
         with train.open(encoding="utf-8") as fh:
             for line in fh:
                 row = json.loads(line)
                 for g in row["gold"]:
                     self.by_tool.setdefault(g, []).append(row["text"])
+        self.picks: dict[str, list[str]] = {}
+        if rule == "spread":
+            from shortlist.embeddings.default import default_embedder
+
+            embedder = default_embedder()
+            for tool, queries in self.by_tool.items():
+                if len(queries) > n:
+                    self.picks[tool] = [queries[i] for i in spread(embedder.embed(queries), n)]
         self.calls = 0
         self._lock = threading.Lock()
 
     def pick(self, tool: str) -> list[str]:
         queries = self.by_tool.get(tool, [])
-        return list(queries) if len(queries) <= self.n else random.Random(f"{SEED}:{tool}").sample(queries, self.n)
+        if len(queries) <= self.n:
+            return list(queries)
+        if self.rule == "spread":
+            return self.picks[tool]
+        return random.Random(f"{SEED}:{tool}").sample(queries, self.n)
 
     def __call__(self, prompt: str) -> str:
         with self._lock:
@@ -118,21 +173,29 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--metatool", type=Path, required=True)
-    p.add_argument("--rows", default="zero-shot,enriched,enriched-http")
+    p.add_argument("--rows", default="zero-shot,enriched,enriched-random,enriched-http")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     dataset = load_dataset(args.metatool)
     rows = args.rows.split(",")
-    out: dict[str, Any] = {"stand_in": f"{N} train queries per tool, random.Random('{SEED}:<tool>').sample"}
+    out: dict[str, Any] = {
+        "stand_in": {
+            "spread": f"{N} train queries per tool: farthest-point seeds, 20 rounds of spherical k-means, "
+            "each centre's nearest query (default embedder)",
+            "random": f"{N} train queries per tool, random.Random('{SEED}:<tool>').sample",
+        }
+    }
     with tempfile.TemporaryDirectory() as tmp:
         if "zero-shot" in rows:
             out["zero-shot"] = _eval(dataset.tools, dataset)
-        if "enriched" in rows:
-            model = StandIn(args.metatool / "train.jsonl")
-            with EnrichmentStore(Path(tmp) / "inproc.sqlite") as store:
+        for row, rule in (("enriched", "spread"), ("enriched-random", "random")):
+            if row not in rows:
+                continue
+            model = StandIn(args.metatool / "train.jsonl", rule=rule)
+            with EnrichmentStore(Path(tmp) / f"{row}.sqlite") as store:
                 report = CatalogEnricher(model, store=store, model_id="stand-in", concurrency=4).enrich(dataset.tools)
                 tools = store.feedback.enrich(dataset.tools, kind="tool")
-            out["enriched"] = {**_eval(tools, dataset), "enrichment": report.to_dict()}
+            out[row] = {**_eval(tools, dataset), "enrichment": report.to_dict()}
         if "enriched-http" in rows:
             model = StandIn(args.metatool / "train.jsonl")
             httpd, base_url = _serve(model)
@@ -154,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, row in out.items():
             if isinstance(row, dict):
-                print(f"{name:14s} nDCG@10 {row['ndcg@10']}  R@5 {row['recall@5']}  multi {row['splits'].get('multi')}")
+                print(f"{name:16s} nDCG@10 {row['ndcg@10']}  R@5 {row['recall@5']}  multi {row['splits'].get('multi')}")
     return 0
 
 
