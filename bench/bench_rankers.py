@@ -3,9 +3,9 @@
 Measures, with one BLAS thread and a cached index (one warm-up call per catalog, its time
 reported as ``build_s``), the time of one ``select`` at k=5 for: the seed's token overlap,
 ``bm25`` (bm25s), ``embedding`` and ``hybrid`` (when those rankers are available),
-``hybrid_previous`` (the hybrid as it was before issue 18: score fusion, no query prefix, no
-split of multi-request queries, mean of the top 3 examples; timed interleaved with ``hybrid``,
-one query each in turn, so both see the same machine), and two baselines: ``rank_bm25``
+``hybrid_previous`` (the default hybrid before the user-wants prefix and the split at joints:
+no query prefix, no split of multi-request queries, the same fusion and examples; timed
+interleaved with ``hybrid``, one query each in turn, so both see the same machine), and two baselines: ``rank_bm25``
 (BM25Okapi.get_scores + top-k over the same terms) and a plain numpy brute-force dot product
 over random 384-d unit vectors (query embedding excluded).
 
@@ -212,13 +212,12 @@ def bench_catalog(
     return row
 
 
-#: The hybrid's options before issue 18 (``HybridRanker`` keywords).
+#: The default hybrid's options before the user-wants prefix and the joint split (``HybridRanker`` keywords).
 PREVIOUS_HYBRID: dict[str, Any] = {
     "fusion": "score",
     "query_prefix": "",
     "decompose": False,
     "cover_intents": False,
-    "embedding": {"example_aggregation": "top_mean"},
 }
 
 

@@ -9,8 +9,17 @@ import pytest
 from shortlist.rankers.base import Abstention
 from shortlist.rankers.bm25 import Bm25Ranker
 from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import DEFAULT_QUERY_PREFIX, HybridRanker, cover, rrf_fuse, score_fuse, zscore_fuse
+from shortlist.rankers.hybrid import (
+    DEFAULT_QUERY_PREFIX,
+    USER_QUERY_PREFIX,
+    HybridRanker,
+    cover,
+    rrf_fuse,
+    score_fuse,
+    zscore_fuse,
+)
 from shortlist.selection.base import SelectorContext
+from shortlist.selection.query import split_intents
 from shortlist.selection.registry import create_builtin_selector
 from shortlist.testing import HashEmbedder
 from shortlist.types import Candidate, Query
@@ -81,6 +90,17 @@ def test_the_prefix_is_on_the_dense_side_only() -> None:
     assert plain.texts[-1] == "stock price" and "stock price" not in plain.texts[:-1]
 
 
+def test_the_user_prefix_states_a_users_wish() -> None:
+    assert USER_QUERY_PREFIX == "The user wants: " and DEFAULT_QUERY_PREFIX == ""
+    emb = HashEmbedder(dim=128)
+    HybridRanker(embedder=emb, query_prefix=USER_QUERY_PREFIX).select(Query("stock quote"), CATALOG)
+    assert emb.texts[-1] == "The user wants: stock quote"  # zero-shot, no abstention: one text
+    HybridRanker(embedder=emb, query_prefix=USER_QUERY_PREFIX, min_score=-1.0).select(Query("stock price"), CATALOG)
+    assert emb.texts[-2:] == ["The user wants: stock price", "stock price"]  # the confidence: as written
+    HybridRanker(embedder=emb).select(Query("stock ticker"), CATALOG)  # the default: no prefix
+    assert emb.texts[-1] == "stock ticker"
+
+
 def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:
     emb = HashEmbedder(dim=256)
     text = "Send an email to Anna and also translate the text into German"
@@ -97,7 +117,63 @@ def test_a_multi_request_query_scores_the_best_of_whole_and_parts() -> None:
     calls = emb.calls
     hybrid.score(Query(text + " today"), CATALOG)
     assert emb.calls == calls + 1
-    assert HybridRanker(embedder=emb).intents(text) == []  # off by default
+    # By default a query is cut at explicit joints such as this "and also".
+    assert HybridRanker(embedder=emb).intents(text) == hybrid.intents(text)
+    assert HybridRanker(embedder=emb, decompose=False).intents(text) == []
+
+
+def test_split_at_joints_only_keeps_sentences_whole() -> None:
+    text = "I am planning a road trip to Oslo. Book a hotel there and also send an email to Anna"
+    # Sentence ends cut too by default; without them only the explicit joint does.
+    assert split_intents(text) == ["I am planning a road trip to Oslo", "Book a hotel there", "send an email to Anna"]
+    assert split_intents(text, sentences=False) == [
+        "I am planning a road trip to Oslo. Book a hotel there",
+        "send an email to Anna",
+    ]
+    # Sentences without a joint are one request; so is a text whose second part is too short.
+    assert split_intents("Move the report to temp. Make sure to create the directory first.", sentences=False) == []
+    assert split_intents("Translate this text and also fast", sentences=False) == []
+    assert split_intents("", sentences=False) == []
+
+
+def test_decompose_modes_choose_where_a_query_is_cut() -> None:
+    emb = HashEmbedder(dim=64)
+    text = "I am planning a road trip to Oslo. Book a hotel there, then send an email to Anna"
+    joints = HybridRanker(embedder=emb, decompose="joints", query_prefix="")
+    assert joints.intents(text) == ["I am planning a road trip to Oslo. Book a hotel there", "send an email to Anna"]
+    assert joints.intents("Book a hotel in Oslo. Send an email to Anna about it.") == []
+    sentences = HybridRanker(embedder=emb, decompose="sentences")
+    assert sentences.intents(text) == [
+        "I am planning a road trip to Oslo",
+        "Book a hotel there",
+        "send an email to Anna",
+    ]
+    assert HybridRanker(embedder=emb, decompose=True).intents(text) == sentences.intents(text)
+    assert HybridRanker(embedder=emb, decompose=False).intents(text) == []
+    # A joint-split query is scored like a sentence-split one: the best of the whole and its parts.
+    got = joints.score(Query(text), CATALOG)
+    parts = []
+    for t in (text, *joints.intents(text)):
+        b = Bm25Ranker(normalize=True).score(Query(t), CATALOG)
+        parts.append(score_fuse(b, EmbeddingRanker(embedder=emb).score(Query(t), CATALOG)))
+    np.testing.assert_allclose(got, np.maximum(parts[0], np.maximum(parts[1], parts[2]) - 0.1), atol=1e-9)
+
+
+def test_decompose_option_is_validated_in_config_and_constructor() -> None:
+    from pydantic import ValidationError
+
+    from shortlist.selection.options import validate_options
+
+    validate_options("hybrid", {"decompose": "joints"})
+    validate_options("hybrid", {"decompose": True})
+    with pytest.raises(ValidationError):
+        validate_options("hybrid", {"decompose": "words"})
+    with pytest.raises(ValueError, match="decompose"):
+        HybridRanker(decompose="words")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="decompose"):
+        HybridRanker(decompose=1)  # type: ignore[arg-type]
+    hybrid = create_builtin_selector("hybrid", decompose="joints")
+    assert isinstance(hybrid, HybridRanker) and hybrid.decompose == "joints"
 
 
 def test_cover_takes_each_intents_best_first() -> None:

@@ -5,19 +5,26 @@ turn's best with weight 0.2 to the cosine; ``"zscore"`` standardises each side o
 turn's candidates, ``z(dense) + bm25_weight * z(bm25)`` with ``bm25_weight`` 0.35, so the
 weight means the same whatever the spread of either score; ``"rrf"`` is Reciprocal Rank
 Fusion, ``Σ w / (k + rank)`` with ``k = 60`` (candidates sharing no term with the query get
-no BM25 contribution). With a ``query_prefix`` (off by default; :data:`TOOL_QUERY_PREFIX`,
-"Which tool can help with this request: ", is the one measured) the description cosine embeds
-the query behind it, which turns a user's message into the kind of text a tool description
-answers; the usage-example cosine (query against past queries) and the confidence use the query
-as written, embedded in the same model call.
+no BM25 contribution). With a ``query_prefix`` (off by default) the description cosine embeds
+the query behind it; the usage-example cosine (query against past queries) and the confidence
+use the query as written, embedded in the same model call. Two are measured:
+:data:`USER_QUERY_PREFIX` ("The user wants: ") states what a message is without naming tools and
+suits one-line requests and conversational turns alike; :data:`TOOL_QUERY_PREFIX` ("Which tool
+can help with this request: ") lifts one-line requests but costs a conversation.
 
-Defaults are judged by the conversation cost model first (``docs/evaluation.md``): z-score
-fusion, the prefix and decomposition together raised MetaTool zero-shot (nDCG@10 0.711 -> 0.724)
-but cost the conversation set completeness (deferred 0.960 -> 0.952 complete turns) and money
-(+4% at no history), and LiveMCPBench tools 0.0055, so they are options, not the default.
+Defaults are judged by the conversation cost model first (``docs/evaluation.md``). The default
+splits a query at explicit joints only, with score fusion and no prefix: on the BFCL conversation
+set it completes as many turns as no split under ``stable`` and ``deferred`` (one more under
+``per_turn``) for 0.2% less money. ``query_prefix=USER_QUERY_PREFIX`` is cheaper still there
+(``per_turn`` 0.724 -> 0.751 complete turns, 1.4-1.8% less money) and lifts MetaTool and
+LiveMCPBench, but ranks ``book_hotel`` above ``search_flights`` for "book a flight to Rome" in the
+bundled example catalog, so it is an option for now. z-score fusion and the tool prefix cost
+complete turns there (deferred 0.960 -> 0.952 with both and a sentence split): options too.
 
 With ``decompose``, a request that asks for several things ("book a flight and also find a hotel") is split into
-its intents (:func:`~shortlist.selection.query.split_intents`); every part is embedded in the
+its intents (:func:`~shortlist.selection.query.split_intents`; by default only at explicit
+joints such as "and also" or ", then": sentence ends cut too with ``"sentences"``, which on a
+conversational turn split off context as often as requests); every part is embedded in the
 same model call as the whole, each candidate scores the best of the whole and of the parts
 (a part's score less ``decompose_penalty``), so each intent's best tool competes on its own
 part's evidence. With ``cover_intents`` the top ``k`` also takes the best candidate of each
@@ -50,13 +57,29 @@ from shortlist.selection.base import SelectorContext
 from shortlist.selection.query import split_intents
 from shortlist.types import Candidate, Query, Selection
 
-__all__ = ["DEFAULT_QUERY_PREFIX", "Fusion", "HybridRanker", "rrf_fuse", "score_fuse", "zscore", "zscore_fuse"]
+__all__ = [
+    "DEFAULT_QUERY_PREFIX",
+    "TOOL_QUERY_PREFIX",
+    "USER_QUERY_PREFIX",
+    "Decompose",
+    "Fusion",
+    "HybridRanker",
+    "rrf_fuse",
+    "score_fuse",
+    "zscore",
+    "zscore_fuse",
+]
 
 Fusion = Literal["zscore", "score", "rrf"]
+#: Where a multi-request query is cut: at explicit joints only ("and also", ", then", ...) or at
+#: sentence ends too (``True`` means ``"sentences"``, ``False`` no split).
+Decompose = Literal["joints", "sentences"]
 
 #: The text put before the query for the dense score (the BM25 side sees the query alone).
-#: The query prefix measured for the description cosine (an option: ``query_prefix=TOOL_QUERY_PREFIX``).
+#: A prefix for one-line requests (an option: ``query_prefix=TOOL_QUERY_PREFIX``; it costs a conversation).
 TOOL_QUERY_PREFIX = "Which tool can help with this request: "
+#: A prefix that suits one-line requests and conversational turns alike (an option; see the module docstring).
+USER_QUERY_PREFIX = "The user wants: "
 #: The default query prefix: none (see the module docstring for why).
 DEFAULT_QUERY_PREFIX = ""
 
@@ -122,8 +145,11 @@ class HybridRanker(Ranker):
         dense_weight: weight of the embedding side.
         rrf_k: the RRF constant.
         query_prefix: text put before the query for the description cosine (default "": none;
-            :data:`TOOL_QUERY_PREFIX` is the measured one).
-        decompose: split a multi-request query into its intents and score each (default off).
+            :data:`USER_QUERY_PREFIX` and :data:`TOOL_QUERY_PREFIX` are the measured ones).
+        decompose: split a multi-request query into its intents and score each: ``"joints"``
+            cuts only at explicit joints ("and also", "as well as", ", then", ...),
+            ``"sentences"`` (or ``True``) at sentence ends too, ``False`` not at all (default
+            ``"joints"``).
         decompose_penalty: subtracted from a part's fused score before the max with the whole
             query's (in the fusion's units; z-score units by default).
         cover_intents: with a split query, put each intent's best candidate right after the
@@ -160,7 +186,7 @@ class HybridRanker(Ranker):
         dense_weight: float = 1.0,
         rrf_k: float = 60.0,
         query_prefix: str = DEFAULT_QUERY_PREFIX,
-        decompose: bool = False,
+        decompose: bool | Decompose = "joints",
         decompose_penalty: float = 0.1,
         cover_intents: bool = False,
         abstention: Abstention | Mapping[str, Any] | None = None,
@@ -203,7 +229,13 @@ class HybridRanker(Ranker):
             raise ValueError("decompose_penalty must be >= 0")
         self.confidence_bm25_weight = float(confidence_bm25_weight)
         self.query_prefix = str(query_prefix)
-        self.decompose = bool(decompose)
+        if isinstance(decompose, bool):
+            split: Decompose | None = "sentences" if decompose else None
+        elif decompose in ("joints", "sentences"):
+            split = decompose
+        else:
+            raise ValueError(f"decompose must be true, false, 'joints' or 'sentences', got {decompose!r}")
+        self.decompose = split
         self.decompose_penalty = float(decompose_penalty)
         self.cover_intents = bool(cover_intents)
         if not 0.0 <= adapter_weight <= 1.0:
@@ -232,7 +264,9 @@ class HybridRanker(Ranker):
 
     def intents(self, text: str) -> list[str]:
         """The parts a query is scored by besides the whole (``[]``: one request, or ``decompose`` off)."""
-        return split_intents(text) if self.decompose else []
+        if self.decompose is None:
+            return []
+        return split_intents(text, sentences=self.decompose == "sentences")
 
     def _scored(self, query: Query, candidates: Sequence[Candidate], *, confidence: bool = True) -> _Scored:
         texts = [query.text, *self.intents(query.text)]

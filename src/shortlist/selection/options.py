@@ -118,8 +118,8 @@ class HybridOptions(_TopK):
     bm25_weight: float | None = Field(None, ge=0, description="default 0.35 with zscore, 0.2 with score, 1.0 with rrf")
     dense_weight: float = Field(1.0, ge=0)
     rrf_k: float = Field(60.0, gt=0)
-    query_prefix: str = ""  # off by default; rankers.hybrid.TOOL_QUERY_PREFIX is the measured one
-    decompose: bool = False
+    query_prefix: str = ""  # off by default; rankers.hybrid.USER_QUERY_PREFIX / TOOL_QUERY_PREFIX are measured
+    decompose: bool | Literal["joints", "sentences"] = "joints"
     decompose_penalty: float = Field(0.1, ge=0)
     cover_intents: bool = False
     abstention: AbstentionOptions | None = None

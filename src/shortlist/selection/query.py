@@ -26,21 +26,27 @@ _JOINT = re.compile(
 _STRIP = " ,.;:\"'\t\n"
 
 
-def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4) -> list[str]:
+def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentences: bool = True) -> list[str]:
     """Split a request that asks for several things into its parts (``[]`` when it is one request).
 
-    The text is cut at sentence ends and at joints that start a second request ("and also",
-    "as well as", ", then", ", and can you ..."); parts shorter than ``min_words`` words are
-    dropped (they are rarely a request of their own), and at most ``max_parts`` are kept (the
-    first ones). A text that yields fewer than two parts is one request: the answer is ``[]``.
+    The text is cut at joints that start a second request ("and also", "as well as", ", then",
+    ", and can you ...") and, with ``sentences`` (the default), at sentence ends too; parts
+    shorter than ``min_words`` words are dropped (they are rarely a request of their own), and
+    at most ``max_parts`` are kept (the first ones). A text that yields fewer than two parts is
+    one request: the answer is ``[]``.
+
+    Without ``sentences`` only the explicit joints cut: a sentence of a conversational turn is
+    as often context ("I am planning a road trip.") as a request of its own, while "and also"
+    says that a second request follows.
 
     Args:
         text: the user's message.
         min_words: the fewest words a part must have.
         max_parts: the most parts returned.
+        sentences: also cut at sentence ends.
     """
     parts: list[str] = []
-    for sentence in _SENTENCE.split(text.strip()):
+    for sentence in _SENTENCE.split(text.strip()) if sentences else [text.strip()]:
         parts.extend(_JOINT.split(sentence))
     kept = [p.strip(_STRIP) for p in parts]
     kept = [p for p in kept if len(p.split()) >= min_words]
