@@ -76,6 +76,19 @@ def test_anchors_are_embedded_once_per_process_and_model() -> None:
     assert other.texts.count(ANCHORS[0]) == 1
 
 
+def test_warm_embeds_the_anchors_so_no_turn_pays_for_them() -> None:
+    emb = HashEmbedder(dim=96, model_name="hash-warm")
+    ranker = HybridRanker(embedder=emb, confidence="anchors", confidence_anchors=ANCHORS)
+    ranker.warm(CATALOG)
+    assert emb.texts.count(ANCHORS[0]) == 1
+    embedded = len(emb.texts)
+    ranker.score_with_confidence(Query("stock price"), CATALOG)
+    assert emb.texts[embedded:] == ["stock price"]  # the turn embeds its query, nothing else
+    cosine = HybridRanker(embedder=HashEmbedder(dim=96, model_name="hash-warm-cos"), confidence="cosine")
+    cosine.warm(CATALOG)
+    assert not any(a in cosine.dense.embedder.texts for a in NO_TOOL_ANCHORS)  # type: ignore[attr-defined]
+
+
 def test_the_cosine_confidence_is_the_old_one() -> None:
     emb = HashEmbedder(dim=256)
     query = Query("latest stock price")

@@ -42,6 +42,7 @@ with ``normalize=True``, which changes no fusion).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -376,8 +377,14 @@ class HybridRanker(Ranker):
         return Selection(tuple(candidates[i].id for i in order), scores=tuple(float(fused[i]) for i in order))
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
-        """Build both indexes (BM25 and vectors) for ``candidates``; return the seconds spent."""
-        return self.bm25.warm(candidates) + self.dense.warm(candidates)
+        """Build both indexes (BM25 and vectors) for ``candidates``, and embed the no-tool anchors of
+        ``confidence="anchors"``, so no turn pays for them; return the seconds spent."""
+        spent = self.bm25.warm(candidates) + self.dense.warm(candidates)
+        if self.anchor_confidence is not None:
+            start = time.perf_counter()
+            self.anchor_confidence.vectors(self.dense.embedder)
+            spent += time.perf_counter() - start
+        return spent
 
 
 def cover(fused: Scores, parts: Sequence[Scores], k: int) -> list[int]:
