@@ -80,7 +80,7 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 #: ``scripts/train_embedder.py``'s recipe, data and licences in the README beside it).
 TOOLS_MODEL_NAME = "minilm-tools-int8"
 #: Pinned sha256 of ``embeddings/data/minilm-tools-int8/model.onnx``.
-TOOLS_MODEL_SHA256 = "59e1ef6b94d5fa0d9b47533d4d457686edc98a2a9a6c4eb735a8cdfd1f7622e6"
+TOOLS_MODEL_SHA256 = "4bd030cefe98d67fc992aacd9bb32716750702270fb338c6f0f1258f08994697"
 #: The embedded models, selectable by name (``DefaultEmbedder(model=...)``, ``type: default`` with ``model:``).
 EMBEDDED_MODELS = (DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME)
 
