@@ -206,7 +206,8 @@ def _literal_choices(hint: Any) -> set[Any] | None:
     return None
 
 
-def _check_model(model: Any, factory: Any, *, excluded: set[str]) -> None:
+def _check_model(model: Any, factory: Any, *, excluded: set[str], defaults: dict[str, Any] | None = None) -> None:
+    """``model`` mirrors ``factory``'s keywords; ``defaults``: the values a wrapping ranker passes instead."""
     from shortlist.selection.options import NOT_OPTIONS
 
     keywords = _keywords(factory)
@@ -215,7 +216,8 @@ def _check_model(model: Any, factory: Any, *, excluded: set[str]) -> None:
     assert set(fields) <= set(keywords) - excluded, f"{model.__name__}: not constructor keywords"
     assert set(keywords) - set(fields) <= NOT_OPTIONS | excluded, f"{model.__name__}: keywords without a field"
     for name, field in fields.items():
-        assert field.default == keywords[name].default, f"{model.__name__}.{name}: default differs"
+        want = (defaults or {}).get(name, keywords[name].default)
+        assert field.default == want, f"{model.__name__}.{name}: default differs"
         choices = _literal_choices(hints.get(name))
         if choices is not None:
             assert _literal_choices(field.annotation) == choices, f"{model.__name__}.{name}: choices differ"
@@ -232,12 +234,16 @@ def test_every_option_is_a_constructor_keyword_with_its_default() -> None:
 def test_nested_models_match_the_inner_rankers() -> None:
     from shortlist.rankers._text import STOPWORD_SETS
     from shortlist.rankers.base import Abstention
-    from shortlist.rankers.bm25 import Bm25Ranker
+    from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
     from shortlist.rankers.embedding import EmbeddingRanker
+    from shortlist.rankers.hybrid import HybridRanker
     from shortlist.selection.options import AbstentionOptions, HybridBm25Options, HybridEmbeddingOptions
 
-    # the hybrid passes name= and top_k= itself (and normalize=True unless bm25: says otherwise)
-    _check_model(HybridBm25Options, Bm25Ranker, excluded={"top_k"})
+    # the hybrid passes name= and top_k= itself, and normalize / examples_weight unless bm25: says otherwise
+    inner = HybridRanker().bm25
+    passed = {"normalize": inner.normalize, "examples_weight": inner.examples_weight}
+    assert passed == {"normalize": True, "examples_weight": FUSED_EXAMPLES_WEIGHT}
+    _check_model(HybridBm25Options, Bm25Ranker, excluded={"top_k"}, defaults=passed)
     _check_model(HybridEmbeddingOptions, EmbeddingRanker, excluded={"top_k"})
     assert set(AbstentionOptions.model_fields) == {f.name for f in dataclasses.fields(Abstention)}
     assert _literal_choices(HybridBm25Options.model_fields["stopwords"].annotation) == set(STOPWORD_SETS)

@@ -71,7 +71,9 @@ class LexicalOptions(_TopK):
 
 
 class HybridBm25Options(_Options):
-    """``bm25:`` inside ``type: hybrid``: every BM25 option but ``top_k`` (the hybrid's own)."""
+    """``bm25:`` inside ``type: hybrid``: every BM25 option but ``top_k`` (the hybrid's own), with the
+    defaults the hybrid gives its inner BM25 (normalised, examples field at
+    ``bm25.FUSED_EXAMPLES_WEIGHT``) where they differ from ``type: bm25``'s."""
 
     k1: float = Field(1.2, ge=0)
     b: float = Field(0.75, ge=0, le=1)
@@ -79,16 +81,19 @@ class HybridBm25Options(_Options):
     stem: bool = True
     name_weight: int = Field(1, ge=0)
     examples_mode: Literal["field", "merge"] = "field"
-    examples_weight: float = Field(2.0, ge=0)
+    examples_weight: float = Field(1.0, ge=0)
     min_score: float | None = None
     min_margin: float | None = None
     adaptive_k: float | None = Field(None, gt=0, lt=1)
-    normalize: bool = False
+    normalize: bool = True
     cache_size: int = Field(4, ge=1)
 
 
 class Bm25Options(HybridBm25Options, _TopK):
     """``type: bm25`` (:class:`~shortlist.rankers.bm25.Bm25Ranker`)."""
+
+    examples_weight: float = Field(2.0, ge=0)
+    normalize: bool = False
 
 
 class HybridEmbeddingOptions(_Options):
