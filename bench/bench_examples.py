@@ -48,14 +48,14 @@ VARIANTS: list[tuple[str, float, float, float]] = [
 
 
 def _metrics(scores: Any, gold: list[list[int]], splits: list[str]) -> dict[str, Any]:
+    from shortlist.eval.metrics import ndcg_at_k, recall_at_k
+
     order = np.argsort(-scores, axis=1, kind="stable")[:, :10]
     nd, r5 = [], []
     for row, g in zip(order, gold, strict=True):
-        gs = set(g)
-        dcg = sum(1 / np.log2(k + 2) for k, t in enumerate(row) if t in gs)
-        idcg = sum(1 / np.log2(k + 2) for k in range(min(10, len(gs))))
-        nd.append(dcg / idcg)
-        r5.append(len(gs & set(row[:5].tolist())) / min(5, len(gs)))
+        ranked, gs = [str(t) for t in row], {str(t) for t in g}
+        nd.append(ndcg_at_k(ranked, gs, 10))
+        r5.append(recall_at_k(ranked, gs, 5))
     nda, r5a, sp = np.array(nd), np.array(r5), np.array(splits)
     out: dict[str, Any] = {"ndcg@10": round(float(nda.mean()), 4), "recall@5": round(float(r5a.mean()), 4)}
     out["multi"] = [round(float(nda[sp == "multi"].mean()), 4), round(float(r5a[sp == "multi"].mean()), 4)]

@@ -11,11 +11,9 @@ pytest.importorskip("langgraph")
 
 from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import Field
+from langchain_fakes import RecordingModel, call
 
 from shortlist.integrations.core import ToolNarrower
 from shortlist.integrations.langchain import (
@@ -25,23 +23,6 @@ from shortlist.integrations.langchain import (
     retrieve_tools_functions,
 )
 from shortlist.testing import FailingSelector
-
-
-class RecordingModel(GenericFakeChatModel):
-    """LangChain's fake chat model, with ``bind_tools``; records the tool names of every call."""
-
-    seen: list[list[str]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
-def call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid, "type": "tool_call"}])
 
 
 def tools() -> list[BaseTool]:

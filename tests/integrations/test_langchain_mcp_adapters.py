@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,11 +19,9 @@ if os.environ.get("SHORTLIST_REQUIRE_LCMCP") != "1":
     pytest.importorskip("langchain")
 
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_fakes import RecordingModel, call
 from langchain_mcp_adapters.client import MultiServerMCPClient
-from pydantic import Field
 
 from shortlist.integrations.langchain import ShortlistMiddleware
 
@@ -32,23 +29,6 @@ pytestmark = pytest.mark.slow  # starts an MCP server process
 
 SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp1_travel_server.py"
 NAMES = {"get_weather", "book_flight", "book_hotel", "convert_currency", "stock_price", "translate_text"}
-
-
-class RecordingModel(GenericFakeChatModel):
-    """LangChain's fake chat model with ``bind_tools``; records the tool names of every call."""
-
-    seen: list[list[str]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
-def call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid, "type": "tool_call"}])
 
 
 async def test_mcp_tools_are_narrowed_called_on_the_real_server_and_found_by_search() -> None:

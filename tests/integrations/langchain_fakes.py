@@ -1,0 +1,31 @@
+"""LangChain's fake chat model with ``bind_tools``, recording the tools of every call, and a tool-call message.
+
+Imported only after the test module's ``importorskip("langchain")``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+
+class RecordingModel(GenericFakeChatModel):
+    """LangChain's fake chat model, with ``bind_tools``; records the tool names of every call."""
+
+    seen: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def call(name: str, args: dict[str, Any], cid: str) -> AIMessage:
+    """An assistant message that calls ``name`` with ``args``."""
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": cid, "type": "tool_call"}])
