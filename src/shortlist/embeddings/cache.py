@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shortlist._sqlite import enable_wal, retry_locked
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, EmbeddingError
 from shortlist.events import Event, emit
@@ -221,18 +222,19 @@ class VectorStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
             self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()
-            if not mode or str(mode[0]).lower() != "wal":
-                logger.debug("vector cache %s: journal mode %s (WAL unavailable)", self.path, mode)
+            enable_wal(self._db, timeout_ms=_BUSY_TIMEOUT_MS, source=str(self.path))
             self._db.execute("PRAGMA synchronous = NORMAL")
-            with self._db:
-                self._db.execute(_SCHEMA[0])
-                columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
-                if "used" not in columns:  # a file of the earlier schema (vector_cache: PATH)
-                    self._db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
-                self._db.execute(_SCHEMA[1])
+            retry_locked(self._create_schema, timeout_ms=_BUSY_TIMEOUT_MS)
         except (sqlite3.Error, OSError) as exc:
             raise EmbeddingError(f"vector cache {self.path}: {exc}") from exc
+
+    def _create_schema(self) -> None:
+        with self._db:
+            self._db.execute(_SCHEMA[0])
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
+            if "used" not in columns:  # a file of the earlier schema (vector_cache: PATH)
+                self._db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+            self._db.execute(_SCHEMA[1])
 
     def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
         """The stored vectors of ``keys`` (missing keys are absent); refreshes their last use now and then."""

@@ -22,16 +22,15 @@ import builtins
 import json
 import logging
 import os
-import random
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shortlist._sqlite import enable_wal, retry_locked
 from shortlist.errors import ConfigError, MemoryStoreCorrupt, MemoryStoreFull
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp
@@ -200,7 +199,7 @@ class SqliteMemoryStore(MemoryStore):
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_MS}")
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+            enable_wal(conn, timeout_ms=self._busy_timeout_ms, source=str(self.path))
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             self._local.conn = conn
             with self._all_lock:
@@ -209,17 +208,7 @@ class SqliteMemoryStore(MemoryStore):
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn``, retrying while another process holds the database lock."""
-        deadline = time.monotonic() + self._busy_timeout_ms / 1000
-        pause = 0.0005
-        while True:
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                text = str(exc).lower()
-                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                    raise
-            time.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 1.5, 0.01)
+        return retry_locked(fn, timeout_ms=self._busy_timeout_ms)
 
     @contextmanager
     def _write(self, conn: sqlite3.Connection) -> Iterator[None]:
