@@ -22,6 +22,10 @@ __all__ = ["register"]
 _METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10", "mrr@10", "abstention", "recall@5_abstaining")
 
 
+#: the embedded models (``shortlist.embeddings.default.EMBEDDED_MODELS``, not imported at start-up: numpy)
+EMBEDDER_CHOICES = ("all-MiniLM-L6-v2-int8", "minilm-tools-int8")
+
+
 def register(sub: Any) -> None:
     """Add the ``eval`` subcommand (and its ``prepare`` action)."""
     p: argparse.ArgumentParser = sub.add_parser(
@@ -43,6 +47,12 @@ def register(sub: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="selector option (JSON value or string), e.g. -o min_score=4 (repeatable)",
+    )
+    p.add_argument(
+        "--embedder",
+        choices=EMBEDDER_CHOICES,
+        help="the embedded model of the embedding and hybrid selectors (default: minilm-tools-int8 for tools; "
+        "all-MiniLM-L6-v2-int8 is the model before the fine-tune)",
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument("--curve", action="store_true", help="add the abstention trade-off curve (min_score sweep)")
@@ -227,6 +237,18 @@ def _options(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+_TAKES_EMBEDDER = ("embedding", "hybrid")
+
+
+def _with_embedder(name: str, options: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """``options`` plus ``--embedder``'s model for the selectors that embed (the others ignore it)."""
+    if not args.embedder or name not in _TAKES_EMBEDDER:
+        return options
+    from shortlist.embeddings.default import DefaultEmbedder
+
+    return {**options, "embedder": DefaultEmbedder(model=args.embedder)}
+
+
 def _run(args: argparse.Namespace) -> int:
     from shortlist.errors import CatalogError, ConfigError
     from shortlist.eval.datasets import load_dataset, load_queries
@@ -272,7 +294,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress, _progress_listening(progress):
         for name in names:
             progress.phase(f"eval {name}: loading the selector and indexing {len(dataset.tools):,} tools")
-            selector = create_builtin_selector(name, **options)
+            selector = create_builtin_selector(name, **_with_embedder(name, options, args))
             try:
                 outcomes: list[Any] = []
 
@@ -380,7 +402,7 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
     model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
-    selector = create_builtin_selector(names[0], **options)
+    selector = create_builtin_selector(names[0], **_with_embedder(names[0], options, args))
     shortlist = Shortlist(load_tools(Path(args.dataset) / "tools.jsonl"), selector=selector)
     with progress, _progress_listening(progress):  # the model load and the index, before the replay's bars
         progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")

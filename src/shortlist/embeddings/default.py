@@ -61,9 +61,11 @@ __all__ = [
     "TOKENIZER_SHA256",
     "TOOLS_MODEL_NAME",
     "TOOLS_MODEL_SHA256",
+    "TOOL_RANKING_MODEL",
     "DefaultEmbedder",
     "default_embedder",
     "default_model_files",
+    "for_tool_ranking",
 ]
 
 #: The name under which vectors of the default model are cached.
@@ -81,6 +83,8 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 TOOLS_MODEL_NAME = "minilm-tools-int8"
 #: Pinned sha256 of ``embeddings/data/minilm-tools-int8/model.onnx``.
 TOOLS_MODEL_SHA256 = "4bd030cefe98d67fc992aacd9bb32716750702270fb338c6f0f1258f08994697"
+#: The model tool and skill rankers use when no model was named (:func:`for_tool_ranking`).
+TOOL_RANKING_MODEL = TOOLS_MODEL_NAME
 #: The embedded models, selectable by name (``DefaultEmbedder(model=...)``, ``type: default`` with ``model:``).
 EMBEDDED_MODELS = (DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME)
 
@@ -200,6 +204,8 @@ class DefaultEmbedder(Embedder):
             (``models/``) and load that next time (the same vectors, a faster start).
         model: which embedded model (:data:`EMBEDDED_MODELS`): ``all-MiniLM-L6-v2-int8`` or the
             fine-tuned ``minilm-tools-int8``; it is also the ``model_name`` caches are keyed by.
+            Unset: all-MiniLM-L6-v2, except in tool and skill rankers, which use the fine-tuned
+            model (:func:`for_tool_ranking`); set it to use one model everywhere.
     """
 
     model_name = DEFAULT_MODEL_NAME
@@ -220,8 +226,22 @@ class DefaultEmbedder(Embedder):
         tokenizer_sha256: str | None = TOKENIZER_SHA256,
         vector_cache: VectorStore | str | os.PathLike[str] | None = "default",
         optimized_model_cache: bool = True,
-        model: str = DEFAULT_MODEL_NAME,
+        model: str | None = None,
     ) -> None:
+        self._options: dict[str, Any] = {
+            "intra_op_num_threads": intra_op_num_threads,
+            "batch_threads": batch_threads,
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "query_cache_size": query_cache_size,
+            "query_batch_size": query_batch_size,
+            "query_concurrency": query_concurrency,
+            "vector_cache": vector_cache,
+            "optimized_model_cache": optimized_model_cache,
+        }
+        #: whether the caller named the model (``False``: the role's default, see :func:`for_tool_ranking`)
+        self.model_chosen = model is not None or model_path is not None
+        model = model or DEFAULT_MODEL_NAME
         if model not in EMBEDDED_MODELS:
             raise ValueError(f"unknown embedded model {model!r}; expected one of {', '.join(EMBEDDED_MODELS)}")
         self.model_name = model
@@ -254,6 +274,7 @@ class DefaultEmbedder(Embedder):
         self._sessions: dict[int, Any] = {}
         self._cache: OrderedDict[str, _F32Row] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._siblings: dict[str, DefaultEmbedder] = {}
         self._coalescer: Coalescer[_IdRow, _F32Row] | None = None
         if query_batch_size > 1:
             self._coalescer = Coalescer(
@@ -263,6 +284,20 @@ class DefaultEmbedder(Embedder):
                 compatible=_similar_length,
                 name=f"{DEFAULT_MODEL_NAME} queries",
             )
+
+    def with_model(self, model: str) -> DefaultEmbedder:
+        """This embedder's settings with another embedded model (one instance per model, kept here).
+
+        Raises:
+            ValueError: ``model`` is not an embedded model.
+        """
+        if model == self.model_name:
+            return self
+        with self._lock:
+            sibling = self._siblings.get(model)
+            if sibling is None:
+                sibling = self._siblings[model] = DefaultEmbedder(model=model, **self._options)
+            return sibling
 
     @property
     def dim(self) -> int:
@@ -502,6 +537,20 @@ def _usable_cpus() -> int:
 
 _default: DefaultEmbedder | None = None
 _default_lock = threading.Lock()
+
+
+def for_tool_ranking(embedder: Embedder) -> Embedder:
+    """The embedder a tool or skill ranker uses given ``embedder``: the tools model when it is the default.
+
+    A :class:`DefaultEmbedder` whose model nobody named (``DefaultEmbedder()``, ``type: default``
+    without ``model:``, the process-wide default) ranks tools and skills with
+    :data:`TOOL_RANKING_MODEL`, the model fine-tuned for tool retrieval, and keeps its settings.
+    Everything else (a named model, a file of one's own, another provider) is used as given;
+    documents, memories and ``/v1/embeddings`` keep all-MiniLM-L6-v2.
+    """
+    if isinstance(embedder, DefaultEmbedder) and not embedder.model_chosen:
+        return embedder.with_model(TOOL_RANKING_MODEL)
+    return embedder
 
 
 def default_embedder() -> DefaultEmbedder:

@@ -188,12 +188,15 @@ class EmbeddingRanker(Ranker):
         if self._embedder is None:
             with self._lock:
                 if self._embedder is None:
-                    from shortlist.embeddings.default import default_embedder
+                    from shortlist.embeddings.default import default_embedder, for_tool_ranking
 
-                    self._embedder = self._wrap(default_embedder())
+                    self._embedder = self._wrap(for_tool_ranking(default_embedder()))
         return self._embedder
 
     def _wrap(self, embedder: Embedder) -> Embedder:
+        from shortlist.embeddings.default import for_tool_ranking
+
+        embedder = for_tool_ranking(embedder)
         if self.vector_cache is None:
             return embedder
         from shortlist.embeddings.cache import CachingEmbedder
@@ -209,16 +212,18 @@ class EmbeddingRanker(Ranker):
         if ctx.embeddings is not None:
             self._set_embedder(ctx.embeddings)
         elif self._embedder is None:
-            from shortlist.embeddings.default import default_model_files
+            from shortlist.embeddings.default import TOOL_RANKING_MODEL, default_model_files
 
-            default_model_files()  # fail now, naming the package, if the default model is missing
+            default_model_files(TOOL_RANKING_MODEL)  # fail now if the default model is missing
 
     def _set_embedder(self, embedder: Embedder) -> None:
         if not isinstance(embedder, Embedder):
             raise TypeError(f"SelectorContext.embeddings must be an Embedder, not {type(embedder).__name__}")
         with self._lock:
+            from shortlist.embeddings.default import for_tool_ranking
+
             current = getattr(self._embedder, "inner", self._embedder) if self.vector_cache else self._embedder
-            if embedder is not current:
+            if for_tool_ranking(embedder) is not current:
                 self._embedder = self._wrap(embedder)
                 self._desc_vecs.clear()
                 self._example_vecs.clear()
