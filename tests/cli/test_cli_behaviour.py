@@ -237,7 +237,7 @@ def test_cache_info_and_clear(tmp_path: Path) -> None:
     info = json.loads(cli("cache", "info", "--json", cache=cache).stdout)
     assert info["path"] == str(cache) and info["vectors"]["vectors"] == 36  # the 38 tools but the 2 pins
     [(model, count)] = info["vectors"]["models"].items()
-    assert model.startswith("all-MiniLM-L6-v2-int8@") and count == 36
+    assert model.startswith("minilm-tools-int8@") and count == 36  # tools rank with the fine-tuned model
     assert len(info["model_graphs"]) == 1
     text = cli("cache", "info", cache=cache).stdout
     assert "vectors: 36" in text and str(cache) in text
