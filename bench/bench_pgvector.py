@@ -121,6 +121,7 @@ def bench_scale(
     build_only: bool = False,
     ef_list: tuple[int, ...] = (40, 100, 200, 400),
     latency_only: bool = False,
+    latency_ef: int = 100,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -156,11 +157,15 @@ def bench_scale(
             backend.close()
             return out
         qtexts = _queries(docs, queries)
-        # latency with the defaults (ef_search 100), before the exact searches below read the tables:
+        searcher = backend
+        if latency_ef != 100:
+            searcher = PostgresBackend(url, corpus=corpus, embedder=emb, ef_search=latency_ef)
+            out["latency_ef_search"] = latency_ef
+        # latency with the defaults (ef_search 100, or --latency-ef), before the exact searches below read the tables:
         # hybrid top-5 (the search alone) on each query's first run, then each leg alone and hybrid
         # again, one pass each, with the pages the first pass read in memory (a replica's steady state)
         for q in _queries(docs, 10 + queries)[queries:]:  # warm-up queries the passes do not ask
-            backend.query(q, k=5)
+            searcher.query(q, k=5)
         passes: list[tuple[str, dict[str, Any]]] = [
             ("hybrid_top5_first_run_ms", {}),
             ("lexical_top5_ms", {"use_embedder": False}),
@@ -172,10 +177,12 @@ def bench_scale(
             for q in qtexts:
                 kwargs: dict[str, Any] = {"vector": emb.embed([q])[0]} if how.get("dense_only") else {"text": q, **how}
                 t = time.perf_counter()
-                backend.query(k=5, **kwargs)
+                searcher.query(k=5, **kwargs)
                 ms.append((time.perf_counter() - t) * 1000)
             out[name] = {"p50": _pct(ms, 50), "p99": _pct(ms, 99), "queries": len(ms)}
         out["latency_load_average"] = [round(x, 1) for x in os.getloadavg()]
+        if searcher is not backend:
+            searcher.close()
         if latency_only:
             backend.close()
             return out
@@ -391,12 +398,18 @@ def main() -> None:
     s.add_argument("--keep", action="store_true")
     s.add_argument("--reuse", action="store_true")
     s.add_argument("--exact-sample", type=int, default=100, help="queries compared with exact search")
-    s.add_argument("--m", type=int, default=16, help="HNSW links per node (a new corpus)")
-    s.add_argument("--ef-construction", type=int, default=64, help="HNSW build candidates (a new corpus)")
+    s.add_argument("--m", type=int, default=32, help="HNSW links per node (a new corpus; default 32, the backend's)")
+    s.add_argument(
+        "--ef-construction",
+        type=int,
+        default=128,
+        help="HNSW build candidates (a new corpus; default 128, the backend's)",
+    )
     s.add_argument("--storage", default="halfvec", choices=("halfvec", "vector"), help="what the HNSW graph holds")
     s.add_argument("--build-only", action="store_true", help="build (with --keep: for a later --reuse) and stop")
     s.add_argument("--ef", default="40,100,200,400", help="ef_search values for the recall table")
     s.add_argument("--latency-only", action="store_true", help="measure latency, skip recall and exact search")
+    s.add_argument("--latency-ef", type=int, default=100, help="ef_search of the latency passes (default 100)")
     lx = sub.add_parser("lexical")
     lx.add_argument("--dsn", default=None)
     lx.add_argument("--cache", default=".cache/evaldata", help="folder holding the LiveMCPBench wheel")
@@ -419,6 +432,7 @@ def main() -> None:
             args.build_only,
             tuple(int(x) for x in args.ef.split(",")),
             args.latency_only,
+            args.latency_ef,
         )
     elif args.section == "lexical":
         result = bench_lexical(args.dsn, args.cache)

@@ -303,3 +303,27 @@ def test_the_service_opens_a_corpus_index_url(pgvector_dsn: str) -> None:
     assert retriever is not None
     assert isinstance(retriever.backend, PostgresBackend) and retriever.backend.count() == 20
     retriever.backend.close()
+
+
+def test_a_new_corpus_gets_the_larger_graph_and_a_built_corpus_keeps_its_own(pgvector_dsn: str) -> None:
+    def indexdef(corpus: str) -> str:
+        with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"shortlist_ix_{corpus}_chunks_hnsw",)
+            ).fetchone()
+        return str(row[0]) if row else ""
+
+    default = PostgresBackend(pgvector_dsn, corpus="graph_default", embedder=HashEmbedder(dim=64))
+    default.upsert(DOCS)
+    assert (default._hnsw["m"], default._hnsw["ef_construction"]) == (32, 128)
+    assert "m='32'" in indexdef("graph_default") and "ef_construction='128'" in indexdef("graph_default")
+    small = PostgresBackend(
+        pgvector_dsn, corpus="graph_small", embedder=HashEmbedder(dim=64), hnsw_m=16, hnsw_ef_construction=64
+    )
+    small.upsert(DOCS)
+    assert "m='16'" in indexdef("graph_small") and "ef_construction='64'" in indexdef("graph_small")
+    # reopened with the new defaults, the corpus built with m=16 keeps (and reports) its own graph
+    again = PostgresBackend(pgvector_dsn, corpus="graph_small", embedder=HashEmbedder(dim=64))
+    assert (again._hnsw["m"], again._hnsw["ef_construction"]) == (16, 64)
+    for b in (default, small, again):
+        b.close()
