@@ -39,6 +39,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
@@ -52,6 +53,7 @@ from shortlist.selection.session import Prices, definition_tokens  # noqa: E402
 from shortlist.types import Candidate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrations"))  # langchain_fakes
 PARAMS = {
     "type": "object",
     "properties": {"query": {"type": "string", "description": "the request"}},
@@ -71,23 +73,11 @@ Run = Callable[[str], Awaitable[list[str]]]  # one agent run for a query -> the 
 
 def langchain_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run, Run]:
     from langchain.agents import create_agent
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langchain_core.tools import StructuredTool
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-    from pydantic import Field
+    from langchain_fakes import RecordingModel
 
     from shortlist.integrations.langchain import ShortlistMiddleware
-
-    class Model(GenericFakeChatModel):
-        seen: list[list[str]] = Field(default_factory=list)
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-            self.seen.append([t["function"]["name"] for t in kwargs.get("tools", [])])
-            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
     def forever() -> Any:
         while True:
@@ -99,7 +89,7 @@ def langchain_runs(cands: list[Candidate], narrower: ToolNarrower) -> tuple[Run,
     ]
 
     def make(middleware: list[Any]) -> Run:
-        model = Model(messages=forever())
+        model = RecordingModel(messages=forever())
         agent = create_agent(model, tools=tools, middleware=middleware)
 
         async def run(query: str) -> list[str]:

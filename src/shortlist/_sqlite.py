@@ -17,7 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["enable_wal", "is_locked", "retry_locked"]
+__all__ = ["BUSY_TIMEOUT_MS", "enable_wal", "is_locked", "retry_locked"]
+
+#: how long a store waits for another process's lock by default (SQLite's busy handler, then retries)
+BUSY_TIMEOUT_MS = 30_000
 
 logger = logging.getLogger("shortlist.sqlite")
 

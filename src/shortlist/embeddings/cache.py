@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shortlist._sqlite import enable_wal, retry_locked
+from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, EmbeddingError
 from shortlist.events import Event, emit
@@ -60,7 +60,6 @@ VECTORS_FILE = "vectors.sqlite3"
 _OFF = frozenset({"off", "none", "0", "false", "no"})
 _CHUNK = 500
 _TOUCH_AFTER_US = 3600 * 1_000_000  # a hit refreshes its last use (µs) at most hourly: hits stay read-only
-_BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS vectors (
@@ -220,11 +219,11 @@ class VectorStore:
         self._broken = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
-            self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            enable_wal(self._db, timeout_ms=_BUSY_TIMEOUT_MS, source=str(self.path))
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            enable_wal(self._db, timeout_ms=BUSY_TIMEOUT_MS, source=str(self.path))
             self._db.execute("PRAGMA synchronous = NORMAL")
-            retry_locked(self._create_schema, timeout_ms=_BUSY_TIMEOUT_MS)
+            retry_locked(self._create_schema, timeout_ms=BUSY_TIMEOUT_MS)
         except (sqlite3.Error, OSError) as exc:
             raise EmbeddingError(f"vector cache {self.path}: {exc}") from exc
 

@@ -228,17 +228,6 @@ class DefaultEmbedder(Embedder):
         optimized_model_cache: bool = True,
         model: str | None = None,
     ) -> None:
-        self._options: dict[str, Any] = {
-            "intra_op_num_threads": intra_op_num_threads,
-            "batch_threads": batch_threads,
-            "batch_size": batch_size,
-            "max_length": max_length,
-            "query_cache_size": query_cache_size,
-            "query_batch_size": query_batch_size,
-            "query_concurrency": query_concurrency,
-            "vector_cache": vector_cache,
-            "optimized_model_cache": optimized_model_cache,
-        }
         #: whether the caller named the model (``False``: the role's default, see :func:`for_tool_ranking`)
         self.model_chosen = model is not None or model_path is not None
         model = model or DEFAULT_MODEL_NAME
@@ -296,7 +285,20 @@ class DefaultEmbedder(Embedder):
         with self._lock:
             sibling = self._siblings.get(model)
             if sibling is None:
-                sibling = self._siblings[model] = DefaultEmbedder(model=model, **self._options)
+                sibling = self._siblings[model] = DefaultEmbedder(
+                    model=model,
+                    intra_op_num_threads=self.intra_op_num_threads,
+                    batch_threads=self.batch_threads,
+                    batch_size=self.batch_size,
+                    max_length=self.max_length,
+                    query_cache_size=self.query_cache_size,
+                    query_batch_size=self.query_batch_size,
+                    query_concurrency=self.query_concurrency,
+                    tokenizer_path=self._tokenizer_path,
+                    tokenizer_sha256=self._tokenizer_sha,
+                    vector_cache=self._vector_cache,
+                    optimized_model_cache=self.optimized_model_cache,
+                )
             return sibling
 
     @property

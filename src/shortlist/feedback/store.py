@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shortlist._sqlite import enable_wal, retry_locked
+from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist.errors import CatalogError
 from shortlist.types import Candidate, Query
 
@@ -96,13 +96,10 @@ def _ids(values: Iterable[str], what: str) -> tuple[str, ...]:
     return out
 
 
-_BUSY_TIMEOUT_MS = 30_000  # wait this long for another process's write (SQLite's busy handler, then retries)
-
-
 def _quick_check(db: sqlite3.Connection, path: str) -> None:
     """Refuse a damaged file (``PRAGMA quick_check`` must answer ``ok``) before anything is written to it."""
     try:
-        rows = retry_locked(lambda: db.execute("PRAGMA quick_check").fetchall(), timeout_ms=_BUSY_TIMEOUT_MS)
+        rows = retry_locked(lambda: db.execute("PRAGMA quick_check").fetchall(), timeout_ms=BUSY_TIMEOUT_MS)
     except sqlite3.DatabaseError as exc:  # damage bad enough that the check itself stops
         rows = [(str(exc),)]
     if [tuple(r) for r in rows] != [("ok",)]:
@@ -145,14 +142,14 @@ class FeedbackStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=_BUSY_TIMEOUT_MS / 1000
+                self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
             )
-            self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if self.path != ":memory:":
                 _quick_check(self._db, self.path)
-                enable_wal(self._db, timeout_ms=_BUSY_TIMEOUT_MS, source=self.path)
+                enable_wal(self._db, timeout_ms=BUSY_TIMEOUT_MS, source=self.path)
             self._db.execute("PRAGMA foreign_keys=ON")
-            retry_locked(lambda: self._db.executescript(_SCHEMA), timeout_ms=_BUSY_TIMEOUT_MS)
+            retry_locked(lambda: self._db.executescript(_SCHEMA), timeout_ms=BUSY_TIMEOUT_MS)
         except (sqlite3.DatabaseError, CatalogError) as exc:
             if getattr(self, "_db", None) is not None:
                 self._db.close()

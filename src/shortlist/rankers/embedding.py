@@ -188,12 +188,13 @@ class EmbeddingRanker(Ranker):
         if self._embedder is None:
             with self._lock:
                 if self._embedder is None:
-                    from shortlist.embeddings.default import default_embedder, for_tool_ranking
+                    from shortlist.embeddings.default import default_embedder
 
-                    self._embedder = self._wrap(for_tool_ranking(default_embedder()))
+                    self._embedder = self._wrap(default_embedder())
         return self._embedder
 
     def _wrap(self, embedder: Embedder) -> Embedder:
+        """The embedder this ranker uses for ``embedder``: the tools model for the default one, cached if asked."""
         from shortlist.embeddings.default import for_tool_ranking
 
         embedder = for_tool_ranking(embedder)
@@ -220,11 +221,10 @@ class EmbeddingRanker(Ranker):
         if not isinstance(embedder, Embedder):
             raise TypeError(f"SelectorContext.embeddings must be an Embedder, not {type(embedder).__name__}")
         with self._lock:
-            from shortlist.embeddings.default import for_tool_ranking
-
+            wrapped = self._wrap(embedder)
             current = getattr(self._embedder, "inner", self._embedder) if self.vector_cache else self._embedder
-            if for_tool_ranking(embedder) is not current:
-                self._embedder = self._wrap(embedder)
+            if (getattr(wrapped, "inner", wrapped) if self.vector_cache else wrapped) is not current:
+                self._embedder = wrapped
                 self._desc_vecs.clear()
                 self._example_vecs.clear()
                 self._catalogs.clear()
