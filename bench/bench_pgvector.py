@@ -21,7 +21,8 @@ Sections:
   results are the exact hybrid's (both legs exact); the load average. Without ``--dsn`` a server from
   the wheel is started in /tmp and deleted at the end; with ``--dsn`` the corpus ``bench_<N>`` is
   (re)built there (``--keep`` leaves it for ``replicas``; ``--build-only`` stops after the build;
-  ``--reuse`` measures an existing one without rebuilding).
+  ``--reuse`` measures an existing one without rebuilding; ``--recall-only`` stops after the
+  recall table, ``--latency-only`` after the latency passes).
 * ``lexical``: LiveMCPBench server summaries (70 documents, 94 tasks): nDCG@10 and recall@5 of the
   backend's BM25-in-tables leg against PostgreSQL full-text search (``ts_rank`` and ``ts_rank_cd``
   over ``to_tsvector('english')``, OR of the query's words), on the same server. Needs the wheel in
@@ -122,6 +123,7 @@ def bench_scale(
     ef_list: tuple[int, ...] = (40, 100, 200, 400),
     latency_only: bool = False,
     latency_ef: int = 100,
+    recall_only: bool = False,
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
@@ -226,6 +228,12 @@ def bench_scale(
                 b.close()
         out["hnsw_recall_vs_exact"] = recall
         out["exact_sample"] = sample
+        if recall_only:  # exact BM25 costs seconds a query at a million passages
+            exact.close()
+            if not keep:
+                backend.drop()
+            backend.close()
+            return out
         # the lexical leg (per_term best postings, then exact rescoring) against exact BM25
         lex_exact = [
             [h.chunk.id for h in exact.query(q, k=PREFETCH, use_embedder=False)]
@@ -410,6 +418,7 @@ def main() -> None:
     s.add_argument("--ef", default="40,100,200,400", help="ef_search values for the recall table")
     s.add_argument("--latency-only", action="store_true", help="measure latency, skip recall and exact search")
     s.add_argument("--latency-ef", type=int, default=100, help="ef_search of the latency passes (default 100)")
+    s.add_argument("--recall-only", action="store_true", help="stop after the HNSW recall table (no exact BM25)")
     lx = sub.add_parser("lexical")
     lx.add_argument("--dsn", default=None)
     lx.add_argument("--cache", default=".cache/evaldata", help="folder holding the LiveMCPBench wheel")
@@ -433,6 +442,7 @@ def main() -> None:
             tuple(int(x) for x in args.ef.split(",")),
             args.latency_only,
             args.latency_ef,
+            args.recall_only,
         )
     elif args.section == "lexical":
         result = bench_lexical(args.dsn, args.cache)
