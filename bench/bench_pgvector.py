@@ -410,8 +410,8 @@ def main() -> None:
     s.add_argument(
         "--ef-construction",
         type=int,
-        default=128,
-        help="HNSW build candidates (a new corpus; default 128, the backend's)",
+        default=256,
+        help="HNSW build candidates (a new corpus; default 256, the backend's)",
     )
     s.add_argument("--storage", default="halfvec", choices=("halfvec", "vector"), help="what the HNSW graph holds")
     s.add_argument("--build-only", action="store_true", help="build (with --keep: for a later --reuse) and stop")

@@ -315,8 +315,8 @@ def test_a_new_corpus_gets_the_larger_graph_and_a_built_corpus_keeps_its_own(pgv
 
     default = PostgresBackend(pgvector_dsn, corpus="graph_default", embedder=HashEmbedder(dim=64))
     default.upsert(DOCS)
-    assert (default._hnsw["m"], default._hnsw["ef_construction"]) == (32, 128)
-    assert "m='32'" in indexdef("graph_default") and "ef_construction='128'" in indexdef("graph_default")
+    assert (default._hnsw["m"], default._hnsw["ef_construction"]) == (32, 256)
+    assert "m='32'" in indexdef("graph_default") and "ef_construction='256'" in indexdef("graph_default")
     small = PostgresBackend(
         pgvector_dsn, corpus="graph_small", embedder=HashEmbedder(dim=64), hnsw_m=16, hnsw_ef_construction=64
     )

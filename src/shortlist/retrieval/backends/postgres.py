@@ -151,7 +151,8 @@ class PostgresBackend(IndexBackend):
         ef_search: HNSW candidates kept while searching (``hnsw.ef_search``).
         hnsw_m: HNSW links per node (a new corpus; 32: recall@10 0.81 instead of 0.61 at a million
             passages at ``ef_search`` 100, docs/postgres.md).
-        hnsw_ef_construction: HNSW build candidates (a new corpus).
+        hnsw_ef_construction: HNSW build candidates (a new corpus; 256: recall@10 0.94 instead of
+            0.92 at a million passages at ``ef_search`` 400, for a build 38% longer).
         hnsw_storage: what the HNSW graph holds for a new corpus: ``"halfvec"`` (default: the vectors
             cast to half precision, half the index's memory and I/O; the table keeps float32, so exact
             search and the returned similarities are unchanged) or ``"vector"`` (float32).
@@ -180,7 +181,7 @@ class PostgresBackend(IndexBackend):
         dense_search: str = "hnsw",
         ef_search: int = 100,
         hnsw_m: int = 32,
-        hnsw_ef_construction: int = 128,
+        hnsw_ef_construction: int = 256,
         hnsw_storage: str = "halfvec",
         per_term: int = 1000,
         rescore: int = 200,
