@@ -132,11 +132,17 @@ def bench_scale(
     corpus = f"bench_{n}"
     out: dict[str, Any] = {"documents": n, "doc_embedder": emb.model_name}
     build = {f"hnsw_{k}": v for k, v in (hnsw or {}).items()}
-    with _server(dsn) as url:
+    with _server(dsn) as url, contextlib.ExitStack() as done:
         backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB", **build)
         if not reuse:
             backend.drop()
+            backend.close()
             backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB", **build)
+        # however the run ends (--build-only, --latency-only, --recall-only or all of it)
+        done.callback(backend.close)
+        if not keep:
+            done.callback(backend.drop)  # callbacks run last first: dropped, then closed
+        if not reuse:
             t0 = time.perf_counter()
             with tqdm(total=n, unit="doc", desc=f"loading {n:,} docs", file=sys.stderr) as bar:
                 backend.upsert(docs, progress=bar.update)
@@ -154,9 +160,6 @@ def bench_scale(
         out["database_mb"] = round(int(size[0] or 0) / 1e6)
         out["hnsw"] = backend._hnsw
         if build_only:
-            if not keep:
-                backend.drop()
-            backend.close()
             return out
         qtexts = _queries(docs, queries)
         searcher = backend
@@ -186,10 +189,10 @@ def bench_scale(
         if searcher is not backend:
             searcher.close()
         if latency_only:
-            backend.close()
             return out
         # exact in both legs: every vector scanned, every posting of the query's terms scored
         exact = PostgresBackend(url, corpus=corpus, embedder=emb, dense_search="exact", per_term=10**9, rescore=10**9)
+        done.callback(exact.close)
         sample = min(len(qtexts), exact_sample)  # an exact search scans every vector: seconds at 1M
         # Two query sets for the dense leg. The bench's queries are five words of a passage, embedded by the
         # same hashing embedder: 3-5 buckets set, where a passage sets 20-50, so they lie away from the
@@ -229,10 +232,6 @@ def bench_scale(
         out["hnsw_recall_vs_exact"] = recall
         out["exact_sample"] = sample
         if recall_only:  # exact BM25 costs seconds a query at a million passages
-            exact.close()
-            if not keep:
-                backend.drop()
-            backend.close()
             return out
         # the lexical leg (per_term best postings, then exact rescoring) against exact BM25
         lex_exact = [
@@ -275,10 +274,6 @@ def bench_scale(
         except Exception as exc:  # the default model is missing
             out["hybrid_top5_with_minilm_ms"] = f"unavailable: {exc}"
         out["load_average"] = [round(x, 1) for x in os.getloadavg()]
-        exact.close()
-        if not keep:
-            backend.drop()
-        backend.close()
     return out
 
 
@@ -406,13 +401,8 @@ def main() -> None:
     s.add_argument("--keep", action="store_true")
     s.add_argument("--reuse", action="store_true")
     s.add_argument("--exact-sample", type=int, default=100, help="queries compared with exact search")
-    s.add_argument("--m", type=int, default=32, help="HNSW links per node (a new corpus; default 32, the backend's)")
-    s.add_argument(
-        "--ef-construction",
-        type=int,
-        default=256,
-        help="HNSW build candidates (a new corpus; default 256, the backend's)",
-    )
+    s.add_argument("--m", type=int, help="HNSW links per node (a new corpus; default: the backend's)")
+    s.add_argument("--ef-construction", type=int, help="HNSW build candidates (a new corpus; default: the backend's)")
     s.add_argument("--storage", default="halfvec", choices=("halfvec", "vector"), help="what the HNSW graph holds")
     s.add_argument("--build-only", action="store_true", help="build (with --keep: for a later --reuse) and stop")
     s.add_argument("--ef", default="40,100,200,400", help="ef_search values for the recall table")
@@ -429,7 +419,8 @@ def main() -> None:
     r.add_argument("--queries", type=int, default=300)
     args = p.parse_args()
     if args.section == "scale":
-        hnsw = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage}
+        given = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage}
+        hnsw = {k: v for k, v in given.items() if v is not None}
         result = bench_scale(
             args.docs,
             args.dsn,
