@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,6 +133,16 @@ def _plan(dsn: str, sql: str) -> str:
         return "\n".join(r[0] for r in conn.execute(f"EXPLAIN {sql}").fetchall())
 
 
+def _hnsw_defs(dsn: str, corpus: str) -> dict[str, str]:
+    """The HNSW indexes on a corpus's passages: name -> definition."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE '%% USING hnsw %%'",
+            (f"shortlist_ix_{corpus}_chunks",),
+        ).fetchall()
+    return {str(name): str(d) for name, d in rows}
+
+
 @pytest.mark.parametrize("storage", ["halfvec", "vector"])
 def test_the_hnsw_graph_holds_halfvec_by_default_and_float32_corpora_still_work(
     pgvector_dsn: str, storage: str
@@ -149,17 +160,14 @@ def test_the_hnsw_graph_holds_halfvec_by_default_and_float32_corpora_still_work(
     exact = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256), dense_search="exact")
     want = {h.chunk.id: h.dense for h in exact.query(vector=v, k=50)}
     assert all(h.dense == pytest.approx(want[h.chunk.id], abs=1e-6) for h in hits if h.chunk.id in want)
-    with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
-        (indexdef,) = conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"shortlist_ix_{corpus}_chunks_hnsw",)
-        ).fetchone() or ("",)
+    defs = _hnsw_defs(pgvector_dsn, corpus)
+    assert len(defs) == 1
+    ((name, indexdef),) = defs.items()
     assert ("halfvec_ip_ops" in indexdef) == (storage == "halfvec")
     # the query orders by the very expression the index holds, so the planner walks the graph
     lit = "[" + ",".join(str(float(x)) for x in v) + "]"
     order = pg._hnsw_order("embedding").replace("%(v)s", f"'{lit}'")
-    assert f"shortlist_ix_{corpus}_chunks_hnsw" in _plan(
-        pgvector_dsn, f"SELECT row FROM shortlist_ix_{corpus}_chunks ORDER BY {order} LIMIT 10"
-    )
+    assert name in _plan(pgvector_dsn, f"SELECT row FROM shortlist_ix_{corpus}_chunks ORDER BY {order} LIMIT 10")
     # reopened without saying, a corpus keeps the storage it was built with
     again = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256))
     assert again._hnsw["storage"] == storage
@@ -239,11 +247,8 @@ def test_a_bulk_load_builds_its_indexes_after_the_rows(pgvector_dsn: str) -> Non
         names = {
             r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'shortlist_ix_bulk%'")
         }
-    assert {
-        "shortlist_ix_bulk_chunks_hnsw",
-        "shortlist_ix_bulk_postings_term",
-        "shortlist_ix_bulk_postings_row",
-    } <= names
+    assert {"shortlist_ix_bulk_postings_term", "shortlist_ix_bulk_postings_row"} <= names
+    assert len(_hnsw_defs(pgvector_dsn, "bulk")) == 1 and set(_hnsw_defs(pgvector_dsn, "bulk")) <= names
     embedded = EmbeddedBackend(embedder=HashEmbedder(dim=32), dense_search="exact")
     embedded.upsert(docs)
     for q in QUERIES[:10]:
@@ -291,6 +296,62 @@ def test_index_build_and_query_with_the_postgres_backend(pgvector_dsn: str, tmp_
     assert missing.returncode == 2 and "--url" in missing.stderr
 
 
+@pytest.mark.slow  # the CLI as subprocesses
+def test_index_build_sets_a_new_corpus_graph_and_rebuild_hnsw_changes_it(pgvector_dsn: str, tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) for d in DOCS[:40]))
+    url = f"{pgvector_dsn}?corpus=cli_graph"
+    built = _cli("index", "build", "--docs", str(docs), "--backend", "postgres", "--url", url,
+                 "--embedder", "hashing", "--hnsw-shards", "2", "--hnsw-m", "16", "--json")  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    recorded = PostgresBackend.describe(pgvector_dsn, "cli_graph")
+    assert recorded is not None and recorded["hnsw"] == {
+        "m": 16,
+        "ef_construction": 256,
+        "storage": "halfvec",
+        "shards": 2,
+    }
+    # an existing corpus keeps its graph: build says how to change it, and changes nothing
+    again = _cli("index", "build", "--docs", str(docs), "--backend", "postgres", "--url", url,
+                 "--embedder", "hashing", "--hnsw-shards", "1")  # fmt: skip
+    assert again.returncode == 2 and "rebuild-hnsw" in again.stderr
+    assert len(_hnsw_defs(pgvector_dsn, "cli_graph")) == 2
+    rebuilt = _cli("index", "rebuild-hnsw", "--path", url, "--hnsw-shards", "1", "--json")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    out = json.loads(rebuilt.stdout)
+    assert out["hnsw"] == {"m": 16, "ef_construction": 256, "storage": "halfvec", "shards": 1}
+    assert out["corpus"] == "cli_graph" and len(_hnsw_defs(pgvector_dsn, "cli_graph")) == 1
+    found = _cli("index", "query", "--path", f"{url}&ef_search=200", "--json", DOCS[4].text)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["id"] == "d4"
+    nothing = _cli("index", "rebuild-hnsw", "--path", url)
+    assert nothing.returncode == 2 and "say what to change" in nothing.stderr
+    folder = _cli("index", "rebuild-hnsw", "--path", str(tmp_path), "--hnsw-shards", "2")
+    assert folder.returncode == 2 and "postgres corpus" in folder.stderr
+    embedded = _cli("index", "build", "--docs", str(docs), "--path", str(tmp_path / "e"), "--hnsw-shards", "2")
+    assert embedded.returncode == 2 and "--backend postgres" in embedded.stderr
+
+
+def test_the_url_sets_ef_search_and_bad_values_are_refused(pgvector_dsn: str) -> None:
+    pg = PostgresBackend(pgvector_dsn, corpus="efurl", embedder=HashingEmbedder(32))
+    pg.upsert(DOCS[:20])
+    pg.close()
+    opened = open_index(f"{pgvector_dsn}?corpus=efurl&ef_search=321")
+    assert isinstance(opened, PostgresBackend) and opened.ef_search == 321
+    with opened._conn() as conn:  # the setting reaches the server's session
+        assert conn.execute("SHOW hnsw.ef_search").fetchone() == ("321",)
+    assert "ef_search" not in opened.dsn and len(opened.query(DOCS[3].text, k=3)) == 3
+    opened.close()
+    explicit = PostgresBackend(
+        f"{pgvector_dsn}?ef_search=50", corpus="efurl", embedder=HashingEmbedder(32), ef_search=70
+    )
+    assert explicit.ef_search == 70  # the argument wins over the URL
+    explicit.close()
+    for bad, match in (("abc", "must be an integer"), ("0", "1..1000"), ("1001", "1..1000")):
+        with pytest.raises(ConfigError, match=match):
+            PostgresBackend(f"{pgvector_dsn}?corpus=efurl&ef_search={bad}", embedder=HashingEmbedder(32))
+
+
 def test_the_service_opens_a_corpus_index_url(pgvector_dsn: str) -> None:
     pytest.importorskip("fastapi")
     from shortlist.server.settings import ServerSettings
@@ -307,11 +368,8 @@ def test_the_service_opens_a_corpus_index_url(pgvector_dsn: str) -> None:
 
 def test_a_new_corpus_gets_the_larger_graph_and_a_built_corpus_keeps_its_own(pgvector_dsn: str) -> None:
     def indexdef(corpus: str) -> str:
-        with psycopg.connect(pgvector_dsn, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"shortlist_ix_{corpus}_chunks_hnsw",)
-            ).fetchone()
-        return str(row[0]) if row else ""
+        (only,) = _hnsw_defs(pgvector_dsn, corpus).values()
+        return only
 
     default = PostgresBackend(pgvector_dsn, corpus="graph_default", embedder=HashEmbedder(dim=64))
     default.upsert(DOCS)
@@ -327,3 +385,135 @@ def test_a_new_corpus_gets_the_larger_graph_and_a_built_corpus_keeps_its_own(pgv
     assert (again._hnsw["m"], again._hnsw["ef_construction"]) == (16, 64)
     for b in (default, small, again):
         b.close()
+
+
+def _exact_recall(exact: PostgresBackend, other: PostgresBackend, queries: list[str]) -> float:
+    """The share of the exact dense top 10 that ``other`` finds (a tie with the 10th counts)."""
+    emb = HashEmbedder(dim=256)
+    found = []
+    for q in queries:
+        v = emb.embed([q])[0]
+        tenth = min(h.dense or 0.0 for h in exact.query(vector=v, k=10)) - 1e-6
+        found.append(sum((h.dense or 0.0) >= tenth for h in other.query(vector=v, k=10)) / 10)
+    return sum(found) / len(found)
+
+
+def test_a_sharded_graph_walks_every_shard_and_merges_their_best(pgvector_dsn: str) -> None:
+    sharded = PostgresBackend(pgvector_dsn, corpus="sharded", embedder=HashEmbedder(dim=256), hnsw_shards=2)
+    sharded.upsert(DOCS)
+    assert sharded.hnsw["shards"] == 2
+    defs = _hnsw_defs(pgvector_dsn, "sharded")
+    # PostgreSQL's spelling of "(row % 2) = s"
+    assert sorted(d.split(" WHERE ")[1] for d in defs.values()) == [
+        '(("row" % (2)::bigint) = 0)',
+        '(("row" % (2)::bigint) = 1)',
+    ]
+    # each shard's statement repeats its index's predicate, so the planner walks that shard's graph
+    v = HashEmbedder(dim=256).embed([QUERIES[0]])[0]
+    lit = "[" + ",".join(str(float(x)) for x in v) + "]"
+    order = sharded._hnsw_order("embedding").replace("%(v)s", f"'{lit}'")
+    for name, d in defs.items():
+        shard = d.split(" = ")[-1].rstrip(")")
+        plan = _plan(
+            pgvector_dsn,
+            f"SELECT row FROM shortlist_ix_sharded_chunks WHERE (row % 2) = {shard} ORDER BY {order} LIMIT 10",
+        )
+        assert name in plan
+    exact = PostgresBackend(pgvector_dsn, corpus="sharded", embedder=HashEmbedder(dim=256), dense_search="exact")
+    assert _exact_recall(exact, sharded, QUERIES) >= 0.95
+    # the merged top 10 holds rows of both shards (a query answered by one shard alone would not)
+    rows = {int(h.chunk.id.split("#")[0][1:]) % 2 for q in QUERIES for h in sharded.query(q, k=10)}
+    assert rows == {0, 1}
+    # hybrid: the same fusion as one graph gives; filters reach every shard's walk
+    single = PostgresBackend(pgvector_dsn, corpus="unsharded", embedder=HashEmbedder(dim=256))
+    single.upsert(DOCS)
+    for q in QUERIES[:10]:
+        assert _top(sharded.query(q, k=5)) == _top(single.query(q, k=5))
+        filtered = sharded.query(q, k=10, filters={"shard": 3})
+        assert len(filtered) == 10 and all(h.chunk.metadata["shard"] == 3 for h in filtered)
+    # reopened without saying, the corpus keeps its shards
+    again = PostgresBackend(pgvector_dsn, corpus="sharded", embedder=HashEmbedder(dim=256))
+    assert again.hnsw["shards"] == 2
+    for b in (sharded, exact, single, again):
+        b.close()
+
+
+def test_hnsw_shards_beyond_the_pool_are_refused(pgvector_dsn: str) -> None:
+    for shards in (0, 8):
+        with pytest.raises(ConfigError, match="hnsw_shards"):
+            PostgresBackend(pgvector_dsn, corpus="bad_shards", embedder=HashEmbedder(dim=32), hnsw_shards=shards)
+    assert PostgresBackend.describe(pgvector_dsn, "bad_shards") is None
+
+
+def _oids(dsn: str, corpus: str) -> dict[str, int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        names = list(_hnsw_defs(dsn, corpus))
+        return {n: int(conn.execute("SELECT %s::regclass::oid", (n,)).fetchone()[0]) for n in names}  # type: ignore[index]
+
+
+def test_rebuild_hnsw_changes_the_graph_without_reloading_the_rows(pgvector_dsn: str) -> None:
+    pg = PostgresBackend(pgvector_dsn, corpus="rebuild", embedder=HashEmbedder(dim=256))
+    pg.upsert(DOCS)
+    exact = PostgresBackend(pgvector_dsn, corpus="rebuild", embedder=HashEmbedder(dim=256), dense_search="exact")
+    (old,) = _hnsw_defs(pgvector_dsn, "rebuild")
+    steps: list[int] = []
+    layout = pg.rebuild_hnsw(shards=2, progress=steps.append)
+    assert layout == {"m": 32, "ef_construction": 256, "storage": "halfvec", "shards": 2} == pg.hnsw
+    assert sum(steps) == pg.count() == len(DOCS)  # every passage, once, across both shards
+    defs = _hnsw_defs(pgvector_dsn, "rebuild")
+    assert old not in defs and len(defs) == 2 and all(" WHERE " in d for d in defs.values())
+    recorded = PostgresBackend.describe(pgvector_dsn, "rebuild")
+    assert recorded is not None and recorded["hnsw"] == layout
+    assert _exact_recall(exact, pg, QUERIES) >= 0.95
+    # the same layout again builds nothing
+    before = _oids(pgvector_dsn, "rebuild")
+    again: list[int] = []
+    assert pg.rebuild_hnsw(shards=2, progress=again.append) == layout
+    assert _oids(pgvector_dsn, "rebuild") == before and sum(again) == len(DOCS)
+    # back to one graph, with fewer links; a reopened backend reads the new layout
+    pg.rebuild_hnsw(shards=1, m=16, ef_construction=64)
+    (only,) = _hnsw_defs(pgvector_dsn, "rebuild").values()
+    assert "m='16'" in only and "ef_construction='64'" in only and " WHERE " not in only
+    reopened = PostgresBackend(pgvector_dsn, corpus="rebuild", embedder=HashEmbedder(dim=256))
+    assert reopened.hnsw == {"m": 16, "ef_construction": 64, "storage": "halfvec", "shards": 1}
+    assert _exact_recall(exact, reopened, QUERIES) >= 0.95
+    for b in (pg, exact, reopened):
+        b.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"shards": 0}, {"shards": 8}, {"storage": "bit"}, {"m": 1}, {"m": 16, "ef_construction": 20}, {"m": 101}],
+)
+def test_a_bad_rebuild_is_refused_and_changes_nothing(pgvector_dsn: str, bad: dict[str, Any]) -> None:
+    pg = PostgresBackend(pgvector_dsn, corpus="rebuild_bad", embedder=HashEmbedder(dim=32))
+    pg.upsert(DOCS[:50])
+    before, layout = _oids(pgvector_dsn, "rebuild_bad"), pg.hnsw
+    with pytest.raises(ConfigError, match="hnsw"):
+        pg.rebuild_hnsw(**bad)
+    assert _oids(pgvector_dsn, "rebuild_bad") == before and pg.hnsw == layout
+    pg.drop()
+
+
+def test_a_rebuild_that_loses_a_race_keeps_the_winners_graph(pgvector_dsn: str) -> None:
+    a = PostgresBackend(pgvector_dsn, corpus="race", embedder=HashEmbedder(dim=32))
+    a.upsert(DOCS[:50])
+    b = PostgresBackend(pgvector_dsn, corpus="race", embedder=HashEmbedder(dim=32))
+    won: list[dict[str, Any]] = []
+
+    def meanwhile(_: int) -> None:  # b rebuilds while a's first shard is built and its second is not
+        if not won:
+            won.append(b.rebuild_hnsw(m=16, ef_construction=64))
+
+    with pytest.raises(ConfigError, match="another process changed its graph"):
+        a.rebuild_hnsw(shards=2, progress=meanwhile)
+    (only,) = _hnsw_defs(pgvector_dsn, "race").values()  # a's shards are gone, b's graph stays
+    assert "m='16'" in only and " WHERE " not in only
+    assert a.hnsw == b.hnsw == won[0]
+    # a backend that did not see the change refuses to rebuild from a stale layout
+    c = PostgresBackend(pgvector_dsn, corpus="race", embedder=HashEmbedder(dim=32))
+    b.rebuild_hnsw(m=24, ef_construction=64)
+    with pytest.raises(ConfigError, match="another process changed its graph"):
+        c.rebuild_hnsw(shards=2)
+    for x in (a, b, c):
+        x.close()

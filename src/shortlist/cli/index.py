@@ -1,4 +1,5 @@
-"""``shortlist index``: build a document index for grounding (incrementally), query it, verify it."""
+"""``shortlist index``: build a document index for grounding (incrementally), query it, verify it, and
+rebuild a PostgreSQL corpus's HNSW graph."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _SIDECAR = "shortlist-index.json"  # = shortlist.retrieval.backends.opening.INDE
 
 
 def register(sub: Any) -> None:
-    """Add the ``index`` subcommand (``build``, ``query`` and ``verify``)."""
+    """Add the ``index`` subcommand (``build``, ``query``, ``verify`` and ``rebuild-hnsw``)."""
     p: argparse.ArgumentParser = sub.add_parser(
         "index",
         help="build and query a document index for grounding",
@@ -44,6 +45,7 @@ def register(sub: Any) -> None:
     b.add_argument("--chunk-words", type=int, default=200, help="words per chunk for a new index")
     b.add_argument("--chunk-overlap", type=int, default=40, help="words shared by consecutive chunks")
     b.add_argument("--keep-missing", action="store_true", help="do not delete documents absent from --docs")
+    _graph_flags(b, "a new postgres corpus's HNSW graph: ")
     b.add_argument("--quiet", action="store_true", help="no progress line (same as --no-progress)")
     b.add_argument("--json", action="store_true", help="print the report as JSON")
     add_progress_flag(b)
@@ -60,6 +62,17 @@ def register(sub: Any) -> None:
     add_progress_flag(q)
     q.set_defaults(func=run_query)
 
+    r = isub.add_parser(
+        "rebuild-hnsw",
+        help="rebuild a postgres corpus's HNSW graph with new parameters, without reloading its passages",
+        description="Builds the new graph beside the old one (queries go on; writes wait), then drops the old.",
+    )
+    r.add_argument("--path", required=True, help="the postgresql://...?corpus=NAME of a postgres index")
+    _graph_flags(r, "")
+    r.add_argument("--json", action="store_true", help='print {"corpus", "hnsw", "seconds"}')
+    add_progress_flag(r)
+    r.set_defaults(func=run_rebuild_hnsw)
+
     v = isub.add_parser(
         "verify",
         help="check an embedded index: its files, sizes and sha256 against the manifest (exit 1 if damaged)",
@@ -67,6 +80,26 @@ def register(sub: Any) -> None:
     v.add_argument("--path", required=True, help="index folder")
     v.add_argument("--json", action="store_true", help='print {"ok", "path", "generation", "files", "problems"}')
     v.set_defaults(func=run_verify)
+
+
+def _graph_flags(p: argparse.ArgumentParser, prefix: str) -> None:
+    p.add_argument("--hnsw-m", type=int, help=f"{prefix}links per node (default 32)")
+    p.add_argument("--hnsw-ef-construction", type=int, help=f"{prefix}build candidates (default 256)")
+    p.add_argument("--hnsw-storage", choices=["halfvec", "vector"], help=f"{prefix}what it holds (default halfvec)")
+    p.add_argument(
+        "--hnsw-shards", type=int, help=f"{prefix}partial graphs each query walks at once (default 1; one per core)"
+    )
+
+
+def _graph_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The graph flags given, as ``PostgresBackend.rebuild_hnsw`` names them."""
+    given = {
+        "m": args.hnsw_m,
+        "ef_construction": args.hnsw_ef_construction,
+        "storage": args.hnsw_storage,
+        "shards": args.hnsw_shards,
+    }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _open(path: Path | str, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
@@ -92,14 +125,39 @@ def run_build(args: argparse.Namespace) -> int:
     docs = load_documents(args.docs)
     if args.backend == "postgres" and not args.url:
         raise ConfigError("--backend postgres needs --url postgresql://...")
+    graph = _graph_options(args)
+    if graph and args.backend != "postgres":
+        raise ConfigError("--hnsw-* options are for --backend postgres")
     if args.backend != "postgres" and not args.path:
         raise ConfigError("--path is required (the index folder)")
     path = Path(args.path or "")
     if args.backend != "postgres":
         path.mkdir(parents=True, exist_ok=True)
-    index = _open(
-        args.url if args.backend == "postgres" else path, backend=args.backend, embedder_name=args.embedder, args=args
-    )
+    index: Any
+    if graph:
+        from shortlist.retrieval.backends.opening import embedder_by_name
+        from shortlist.retrieval.backends.postgres import PostgresBackend, split_corpus_url
+        from shortlist.retrieval.document import Chunker
+
+        dsn, corpus = split_corpus_url(args.url, default=args.collection)
+        if PostgresBackend.describe(dsn, corpus) is not None:
+            raise ConfigError(
+                f"corpus {corpus!r} exists and keeps its graph: change it with 'shortlist index rebuild-hnsw'"
+            )
+        index = PostgresBackend(
+            args.url,
+            corpus=corpus,
+            embedder=embedder_by_name(args.embedder),
+            chunker=Chunker(args.chunk_words, args.chunk_overlap),
+            **{f"hnsw_{k}": v for k, v in graph.items()},
+        )
+    else:
+        index = _open(
+            args.url if args.backend == "postgres" else path,
+            backend=args.backend,
+            embedder_name=args.embedder,
+            args=args,
+        )
     try:
         with progress_line(args) as tick:  # documents done, and the embedding's batches as they run
             done = 0
@@ -169,6 +227,44 @@ def run_query(args: argparse.Namespace) -> int:
         write_text("no relevant document")
     else:
         write_text("\n".join(f"{r['score']:.3f}  {r['id']}  {r['title']}" for r in results))
+    return 0
+
+
+def run_rebuild_hnsw(args: argparse.Namespace) -> int:
+    """Run ``shortlist index rebuild-hnsw``."""
+    import time
+
+    from shortlist.retrieval.backends.opening import is_postgres_url
+    from shortlist.retrieval.backends.postgres import PostgresBackend
+
+    if not is_postgres_url(args.path):
+        raise ConfigError("rebuild-hnsw rebuilds a postgres corpus: --path postgresql://...?corpus=NAME")
+    graph = _graph_options(args)
+    if not graph:
+        raise ConfigError("say what to change: --hnsw-m, --hnsw-ef-construction, --hnsw-storage or --hnsw-shards")
+    index = _open(args.path, backend=None, embedder_name=None, args=None)
+    assert isinstance(index, PostgresBackend)
+    try:
+        total = int((PostgresBackend.describe(index.dsn, index.corpus) or {}).get("chunks") or 0)  # passages
+        t0 = time.perf_counter()
+        with progress_line(args) as tick:
+            done = 0
+
+            def step(n: int) -> None:
+                nonlocal done
+                done += n
+                tick("indexing passages", done, total)
+
+            tick("indexing passages", 0, total)
+            layout = index.rebuild_hnsw(progress=step, **graph)
+        seconds = round(time.perf_counter() - t0, 1)
+    finally:
+        index.close()
+    if args.json:
+        write_json({"corpus": index.corpus, "hnsw": layout, "seconds": seconds})
+    else:
+        shown = ", ".join(f"{k}={v}" for k, v in layout.items())
+        write_text(f"corpus {index.corpus}: HNSW graph {shown} ({seconds} s)")
     return 0
 
 

@@ -59,7 +59,8 @@ def _open_postgres(
         raise ConfigError(f"no corpus {corpus!r} in that database (build one with 'shortlist index build')")
     name = embedder_name or str((recorded or {}).get("embedder") or "default")
     emb = embedder_by_name(name)
-    return PostgresBackend(dsn, corpus=corpus, embedder=emb, chunker=chunker)
+    # the URL, not the bare DSN: the backend reads its other parameters (ef_search=) from it
+    return PostgresBackend(url, corpus=corpus, embedder=emb, chunker=chunker)
 
 
 def describe_index(path: Path) -> dict[str, Any]:
@@ -94,7 +95,7 @@ def open_index(
 
     Args:
         path: the index folder, or a ``postgresql://`` URL (its ``corpus=`` parameter, else ``collection``,
-            names the corpus).
+            names the corpus; ``ef_search=N`` sets how widely queries walk the HNSW graph).
         backend: ``embedded``, ``qdrant`` or ``postgres`` (None: what the folder says).
         embedder_name: the embedder (None: the one the index was built with).
         url: a Qdrant server URL (instead of local files under ``path``), or the PostgreSQL URL of

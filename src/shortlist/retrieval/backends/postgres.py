@@ -25,6 +25,14 @@ second pooled connection while the lexical one runs (each is one statement retur
 ``dense_search="exact"`` orders by the exact inner product (a sequential scan, no index); ``"hnsw"``
 (default) walks the HNSW index with ``hnsw.ef_search`` (iterative scans when filters apply).
 
+The graph can be split into ``hnsw_shards`` partial HNSW indexes (``WHERE row % S = s``): the dense
+leg then walks every shard's graph at once, one statement per pooled connection, and keeps the best
+of their results by the float32 similarity. A walk's cost grows with ``ef_search`` far more than
+with the graph's size, so on a machine with cores to spare two half graphs answer a million
+passages at a given recall sooner than one whole graph (docs/postgres.md). ``rebuild_hnsw`` changes
+an existing corpus's graph (links, build candidates, storage, shards) without reloading its rows:
+it builds the new graph beside the old one, then drops the old.
+
 Writes (upsert, delete) take a per-corpus advisory lock and commit in one transaction, so readers
 see a corpus before or after a write, never half of it. The first load of an empty corpus builds
 its indexes after the rows are copied in (binary ``COPY``), which is how a million passages load
@@ -64,7 +72,7 @@ except ImportError as exc:  # the backend names its extra instead of a traceback
         "the PostgreSQL index backend needs psycopg: pip install 'shortlist[postgres]'"
     ) from exc
 
-__all__ = ["SCHEMA_VERSION", "PostgresBackend", "redact_url", "split_corpus_url", "term_id"]
+__all__ = ["SCHEMA_VERSION", "PostgresBackend", "redact_url", "split_corpus_url", "split_index_url", "term_id"]
 
 #: Version of the tables' layout; a corpus written with another is refused (rebuild it).
 SCHEMA_VERSION = 1
@@ -106,13 +114,26 @@ def term_id(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
-def split_corpus_url(url: str, default: str = "shortlist") -> tuple[str, str]:
-    """Split ``postgresql://…/db?corpus=NAME`` into the libpq URL (without ``corpus``) and the corpus name."""
+#: The URL parameters that are shortlist's, not libpq's: the corpus, and how queries walk its graph.
+_URL_OPTIONS = ("corpus", "ef_search")
+
+
+def split_index_url(url: str, default: str = "shortlist") -> tuple[str, str, dict[str, str]]:
+    """Split ``postgresql://…/db?corpus=NAME&ef_search=N`` into the libpq URL (without shortlist's
+    parameters), the corpus name, and the other shortlist parameters given (``ef_search``)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    corpus = next((v for k, v in query if k == "corpus"), default)
-    rest = urlencode([(k, v) for k, v in query if k != "corpus"])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), corpus
+    ours = {k: v for k, v in query if k in _URL_OPTIONS}
+    rest = urlencode([(k, v) for k, v in query if k not in _URL_OPTIONS])
+    corpus = ours.pop("corpus", default)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), corpus, ours
+
+
+def split_corpus_url(url: str, default: str = "shortlist") -> tuple[str, str]:
+    """Split ``postgresql://…/db?corpus=NAME`` into the libpq URL (without shortlist's parameters) and the
+    corpus name."""
+    dsn, corpus, _ = split_index_url(url, default)
+    return dsn, corpus
 
 
 def redact_url(url: str) -> str:
@@ -148,7 +169,8 @@ class PostgresBackend(IndexBackend):
         k1: BM25 term-frequency saturation (a new corpus).
         b: BM25 length normalisation (a new corpus).
         dense_search: ``"hnsw"`` (the HNSW index) or ``"exact"`` (exact inner product, no index).
-        ef_search: HNSW candidates kept while searching (``hnsw.ef_search``).
+        ef_search: HNSW candidates kept while searching (``hnsw.ef_search``, 1-1000; None: the URL's
+            ``ef_search=`` parameter, else 100).
         hnsw_m: HNSW links per node (a new corpus; 32: recall@10 0.81 instead of 0.61 at a million
             passages at ``ef_search`` 100, docs/postgres.md).
         hnsw_ef_construction: HNSW build candidates (a new corpus; 256: recall@10 0.94 instead of
@@ -156,6 +178,8 @@ class PostgresBackend(IndexBackend):
         hnsw_storage: what the HNSW graph holds for a new corpus: ``"halfvec"`` (default: the vectors
             cast to half precision, half the index's memory and I/O; the table keeps float32, so exact
             search and the returned similarities are unchanged) or ``"vector"`` (float32).
+        hnsw_shards: partial graphs for a new corpus, walked at once by each query (1: one graph;
+            at most ``pool_size - 1``, so the lexical leg keeps a connection).
         per_term: the most postings a query term contributes to the candidates (exact BM25 below it).
         rescore: how many of the best candidates are rescored exactly (every query term's posting).
         maintenance_work_mem: memory for building the indexes after a bulk load (the HNSW graph
@@ -179,10 +203,11 @@ class PostgresBackend(IndexBackend):
         k1: float = 1.5,
         b: float = 0.75,
         dense_search: str = "hnsw",
-        ef_search: int = 100,
+        ef_search: int | None = None,
         hnsw_m: int = 32,
         hnsw_ef_construction: int = 256,
         hnsw_storage: str = "halfvec",
+        hnsw_shards: int = 1,
         per_term: int = 1000,
         rescore: int = 200,
         maintenance_work_mem: str = "2GB",
@@ -196,7 +221,17 @@ class PostgresBackend(IndexBackend):
             raise ConfigError(f"dense_search must be 'hnsw' or 'exact', not {dense_search!r}")
         if hnsw_storage not in ("halfvec", "vector"):
             raise ConfigError(f"hnsw_storage must be 'halfvec' or 'vector', not {hnsw_storage!r}")
-        self.dsn, url_corpus = split_corpus_url(dsn)
+        if not 1 <= int(hnsw_shards) <= max(1, int(pool_size) - 1):
+            most = max(1, int(pool_size) - 1)
+            raise ConfigError(f"hnsw_shards must be 1..{most} (pool_size - 1), not {hnsw_shards!r}")
+        self.dsn, url_corpus, options = split_index_url(dsn)
+        if ef_search is None:
+            try:
+                ef_search = int(options.get("ef_search", 100))
+            except ValueError:
+                raise ConfigError(f"ef_search in the URL must be an integer, not {options['ef_search']!r}") from None
+        if not 1 <= int(ef_search) <= 1000:
+            raise ConfigError(f"ef_search must be 1..1000 (pgvector's bounds), not {ef_search}")
         self.corpus = corpus or url_corpus
         if not _CORPUS.fullmatch(self.corpus):
             raise ConfigError(
@@ -214,7 +249,9 @@ class PostgresBackend(IndexBackend):
             "m": int(hnsw_m),
             "ef_construction": int(hnsw_ef_construction),
             "storage": hnsw_storage,
+            "shards": int(hnsw_shards),
         }
+        self._pool_size = int(pool_size)
         self._connect_timeout = connect_timeout
         self._idle = IdlePool(self._connect, pool_size)
         self._pool: ThreadPoolExecutor | None = None  # runs the dense leg beside the lexical one
@@ -237,7 +274,7 @@ class PostgresBackend(IndexBackend):
         conn = psycopg.connect(
             self.dsn, connect_timeout=max(1, int(self._connect_timeout)), autocommit=True, prepare_threshold=None
         )
-        conn.execute(f"SET hnsw.ef_search = {max(1, min(self.ef_search, 1000))}")
+        conn.execute(f"SET hnsw.ef_search = {int(self.ef_search)}")
         # The planner cannot know how many postings a query term has (it guesses the average), and for
         # frequent terms a bitmap scan reads every posting then sorts them all: 340 ms against 53 ms for
         # the index-only scan in (term, impact DESC) order that stops at ``per_term`` (100k passages).
@@ -300,7 +337,8 @@ class PostgresBackend(IndexBackend):
         self.dim = int(dim)
         self.chunker = Chunker(**chunking)
         self.k1, self.b = float(k1), float(b)
-        self._hnsw = {"storage": "vector", **dict(hnsw)}  # corpora from before halfvec indexed float32
+        # corpora from before halfvec indexed float32, and from before shards had one graph
+        self._hnsw = {"storage": "vector", "shards": 1, **dict(hnsw)}  # = _recorded_hnsw
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(
@@ -335,17 +373,51 @@ class PostgresBackend(IndexBackend):
     def _create_indexes(self, conn: psycopg.Connection[Any]) -> None:
         t = self._chunks_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_doc ON {t} (document_id)")
-        conn.execute(
-            f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw ({self._hnsw_key('embedding')})"
-            f" WITH (m = {int(self._hnsw['m'])}, ef_construction = {int(self._hnsw['ef_construction'])})"
-        )
+        for statement in self._hnsw_ddl(self._hnsw):
+            conn.execute(statement)
         p = self._postings_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_term ON {p} (term, impact DESC) INCLUDE (row, tf, dl)")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_row ON {p} (row, term) INCLUDE (tf, dl)")
 
-    def _hnsw_key(self, column: str) -> str:
+    def _hnsw_ddl(self, layout: Mapping[str, Any]) -> list[str]:
+        """The statements building ``layout``'s graph: one index, or one partial index per shard.
+
+        The names carry a digest of the layout, so a rebuild builds the new graph beside the old one
+        and a rebuild already done (or interrupted after a shard) skips what exists."""
+        t = self._chunks_t
+        key = self._hnsw_key("embedding", str(layout["storage"]))
+        shards = int(layout.get("shards", 1))
+        params = f"m = {int(layout['m'])}, ef_construction = {int(layout['ef_construction'])}"
+        digest = hashlib.blake2b(
+            f"{t}|{layout['m']}|{layout['ef_construction']}|{layout['storage']}|{shards}".encode(), digest_size=4
+        ).hexdigest()
+        if shards == 1:
+            return [f"CREATE INDEX IF NOT EXISTS {t[:44]}_hnsw_{digest} ON {t} USING hnsw ({key}) WITH ({params})"]
+        return [
+            f"CREATE INDEX IF NOT EXISTS {t[:40]}_hnsw_{digest}_{s}of{shards} ON {t} USING hnsw ({key})"
+            f" WITH ({params}) WHERE {self._shard_predicate('row', s, shards)}"
+            for s in range(shards)
+        ]
+
+    @staticmethod
+    def _shard_predicate(column: str, shard: int, shards: int, *, placeholders: bool = False) -> str:
+        """A shard's rows (the query's WHERE must repeat the partial index's predicate for the planner;
+        ``placeholders``: for a statement with parameters, where psycopg reads ``%`` as one)."""
+        mod = "%%" if placeholders else "%"
+        return f"({column} {mod} {int(shards)}) = {int(shard)}"
+
+    def _hnsw_indexes(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """The HNSW indexes on this corpus's passages, whatever layout built them."""
+        rows = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = %s"
+            " AND indexdef LIKE %s ORDER BY indexname",
+            (self._chunks_t, "% USING hnsw %"),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _hnsw_key(self, column: str, storage: str | None = None) -> str:
         """The HNSW index's key: the column, or its half-precision cast (the query must order by the same)."""
-        if self._hnsw.get("storage") == "halfvec":
+        if (storage or self._hnsw.get("storage")) == "halfvec":
             return f"({column}::halfvec({self.dim})) halfvec_ip_ops"
         return f"{column} vector_ip_ops"
 
@@ -358,11 +430,127 @@ class PostgresBackend(IndexBackend):
     def _drop_indexes(self, conn: psycopg.Connection[Any]) -> None:
         for name in (
             f"{self._chunks_t}_doc",
-            f"{self._chunks_t}_hnsw",
+            *self._hnsw_indexes(conn),
             f"{self._postings_t}_term",
             f"{self._postings_t}_row",
         ):
-            conn.execute(f"DROP INDEX IF EXISTS {name}")
+            conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+
+    @property
+    def hnsw(self) -> dict[str, Any]:
+        """The corpus's graph as recorded: ``m``, ``ef_construction``, ``storage`` and ``shards``."""
+        return dict(self._hnsw)
+
+    def rebuild_hnsw(
+        self,
+        *,
+        m: int | None = None,
+        ef_construction: int | None = None,
+        storage: str | None = None,
+        shards: int | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Rebuild the corpus's HNSW graph with new parameters (None keeps one), without reloading the rows.
+
+        The new graph (its indexes) is built while the old one still answers queries; then, in one
+        transaction under the corpus's write lock, the old indexes are dropped and the layout recorded.
+        Indexes of the same layout that already exist are kept, so a rebuild interrupted after a shard
+        resumes. ``progress`` is called with the passages indexed since its last call (read from
+        ``pg_stat_progress_create_index``). Returns the new layout.
+
+        Raises:
+            ConfigError: a bad parameter, or another process rebuilt the graph meanwhile.
+        """
+        new_m = int(m if m is not None else self._hnsw["m"])
+        new_ef = int(ef_construction if ef_construction is not None else self._hnsw["ef_construction"])
+        new_storage = storage or str(self._hnsw["storage"])
+        new_shards = int(shards if shards is not None else self._hnsw.get("shards", 1))
+        if new_storage not in ("halfvec", "vector"):
+            raise ConfigError(f"hnsw storage must be 'halfvec' or 'vector', not {new_storage!r}")
+        if not 1 <= new_shards <= max(1, self._pool_size - 1):
+            raise ConfigError(f"hnsw shards must be 1..{max(1, self._pool_size - 1)} (pool_size - 1), not {new_shards}")
+        if not 2 <= new_m <= 100 or not 2 * new_m <= new_ef <= 1000:
+            raise ConfigError("hnsw needs 2 <= m <= 100 and 2 * m <= ef_construction <= 1000 (pgvector's bounds)")
+        layout: dict[str, Any] = {"m": new_m, "ef_construction": new_ef, "storage": new_storage, "shards": new_shards}
+        with self._write_lock:
+            with self._conn() as conn:
+                before = self._recorded_hnsw(conn)
+                if before != self._hnsw:
+                    raise ConfigError(f"corpus {self.corpus!r}: another process changed its graph; reopen it")
+                existed = set(self._hnsw_indexes(conn))
+                conn.execute(f"SET maintenance_work_mem = '{self.maintenance_work_mem}'")
+                try:
+                    for statement in self._hnsw_ddl(layout):
+                        self._build_index(conn, statement, progress)
+                finally:
+                    conn.execute("RESET maintenance_work_mem")
+            keep = {self._index_name(s) for s in self._hnsw_ddl(layout)}
+            with self._conn() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                now = self._recorded_hnsw(conn, lock=True)
+                if now != before:  # another rebuild won: drop what this one built, unless that one uses it
+                    theirs = {self._index_name(s) for s in self._hnsw_ddl(now)}
+                    for name in keep - existed - theirs:
+                        conn.execute(f'DROP INDEX IF EXISTS "{name}"')
+                else:
+                    for name in self._hnsw_indexes(conn):
+                        if name not in keep:
+                            conn.execute(f'DROP INDEX "{name}"')
+                    conn.execute(
+                        "UPDATE shortlist_index_corpora SET hnsw = %s WHERE corpus = %s", (Jsonb(layout), self.corpus)
+                    )
+            self._hnsw = now if now != before else layout
+            if now != before:  # raised once the drops are committed
+                raise ConfigError(f"corpus {self.corpus!r}: another process changed its graph meanwhile")
+        return dict(layout)
+
+    def _recorded_hnsw(self, conn: psycopg.Connection[Any], *, lock: bool = False) -> dict[str, Any]:
+        row = conn.execute(
+            "SELECT hnsw FROM shortlist_index_corpora WHERE corpus = %s" + (" FOR UPDATE" if lock else ""),
+            (self.corpus,),
+        ).fetchone()
+        if row is None:
+            raise ConfigError(f"corpus {self.corpus!r} no longer exists")
+        return {"storage": "vector", "shards": 1, **dict(row[0])}
+
+    @staticmethod
+    def _index_name(statement: str) -> str:
+        return statement.split("IF NOT EXISTS ", 1)[1].split(" ", 1)[0]
+
+    def _build_index(self, conn: psycopg.Connection[Any], statement: str, progress: Progress | None) -> None:
+        """Run one CREATE INDEX (nothing when it exists), reporting the passages indexed as it goes (polled
+        from a second connection) and, once built, the rest of the index's passages."""
+        name = self._index_name(statement)
+        built = "SELECT reltuples FROM pg_class WHERE relname = %s AND relkind = 'i'"
+        if progress is None:
+            conn.execute(statement)
+            return
+        reported = 0
+        if conn.execute(built, (name,)).fetchone() is None:
+            pid = int(conn.info.backend_pid)
+            stop = threading.Event()
+
+            def watch() -> None:
+                nonlocal reported
+                with self._conn() as side:
+                    while not stop.wait(1.0):
+                        row = side.execute(
+                            "SELECT tuples_done FROM pg_stat_progress_create_index WHERE pid = %s", (pid,)
+                        ).fetchone()
+                        if row is not None and row[0] is not None and int(row[0]) > reported:
+                            step, reported = int(row[0]) - reported, int(row[0])
+                            progress(step)
+
+            watcher = threading.Thread(target=watch, name="shortlist-pg-build-progress", daemon=True)
+            watcher.start()
+            try:
+                conn.execute(statement)
+            finally:
+                stop.set()
+                watcher.join()
+        row = conn.execute(built, (name,)).fetchone()
+        if row is not None and int(max(0.0, float(row[0]))) > reported:
+            progress(int(float(row[0])) - reported)
 
     @classmethod
     def corpora(cls, dsn: str) -> list[str]:
@@ -654,7 +842,8 @@ class PostgresBackend(IndexBackend):
         if not qterms and qv is None:
             return []
         params: dict[str, Any] = {"n": n}
-        lex_sql = den_sql = ""
+        lex_sql = ""
+        den_sqls: list[str] = []
         if qv is not None:
             params["v"] = _vector_literal(qv)
         if qterms:
@@ -699,21 +888,29 @@ class PostgresBackend(IndexBackend):
                 order = "(c.embedding <#> %(v)s::vector) + 0, c.row"
             else:
                 order = self._hnsw_order("c.embedding")
+            # a sharded graph: one walk per shard (each statement repeats its partial index's predicate)
+            shards = int(self._hnsw.get("shards", 1)) if self.dense_search == "hnsw" else 1
+            where = ["true"]
+            if shards > 1:
+                where = [self._shard_predicate("c.row", s, shards, placeholders=True) for s in range(shards)]
             # the similarity returned is the float32 one (the HNSW walk may rank by half precision)
-            den_sql = (
+            den_sqls = [
                 f"SELECT c.row, NULL::float8, -(c.embedding <#> %(v)s::vector), {_FIELDS} FROM {self._chunks_t} c"
-                f" WHERE true{den_where} ORDER BY {order} LIMIT %(n)s"
-            )
+                f" WHERE {w}{den_where} ORDER BY {order} LIMIT %(n)s"
+                for w in where
+            ]
             params.update(den_params)
         iterative = bool(filters) and self.dense_search == "hnsw"
-        if lex_sql and den_sql:
-            # the legs are independent: the dense one runs on a second pooled connection meanwhile
-            dense_rows = self._executor().submit(self._run, den_sql, params, iterative)
-            lex_rows = self._run(lex_sql, params, False)
-            den_rows = dense_rows.result()
-        else:
-            lex_rows = self._run(lex_sql, params, False) if lex_sql else []
-            den_rows = self._run(den_sql, params, iterative) if den_sql else []
+        statements = [*([lex_sql] if lex_sql else []), *den_sqls]
+        # the legs (and the shards' walks) are independent: all but the first run on other pooled
+        # connections meanwhile
+        pending = [self._executor().submit(self._run, sql, params, iterative) for sql in statements[1:]]
+        first = self._run(statements[0], params, iterative and not lex_sql)
+        rest = [f.result() for f in pending]
+        lex_rows = first if lex_sql else []
+        den_rows = [r for rows in (rest if lex_sql else [first, *rest]) for r in rows]
+        if len(den_sqls) > 1:  # the shards' best, merged
+            den_rows = sorted(den_rows, key=lambda r: (-float(r[2]), int(r[0])))[:n]
         found = [*lex_rows, *den_rows]
         by_row = {int(r[0]): r for r in found}
         lex_leg = sorted(lex_rows, key=lambda r: (-float(r[1]), int(r[0])))
