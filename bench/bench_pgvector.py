@@ -11,7 +11,8 @@ Sections:
 
 * ``scale``: bulk-load N synthetic documents (bench_retrieval's generator; hashing embedder for the
   passages, as the embedded bench) through ``PostgresBackend.upsert`` (binary COPY, indexes built
-  after; ``--m``, ``--ef-construction``, ``--storage`` for the HNSW graph), report build throughput;
+  after; ``--m``, ``--ef-construction``, ``--storage``, ``--shards`` for the HNSW graph; with
+  ``--reuse``, a graph other than the corpus's is rebuilt by ``rebuild_hnsw`` first), report build throughput;
   then recall@10 of the HNSW dense leg against exact search at several ``ef_search`` (``--ef``) for
   two query sets: the bench's five-word queries (hashing-embedded too: 3-5 buckets set where a
   passage sets 20-50, so they lie off the passages' distribution) and held-out passages of the same
@@ -138,6 +139,12 @@ def bench_scale(
             backend.drop()
             backend.close()
             backend = PostgresBackend(url, corpus=corpus, embedder=emb, maintenance_work_mem="4GB", **build)
+        if reuse and any(backend.hnsw.get(k) != v for k, v in (hnsw or {}).items()):
+            chunks = int((PostgresBackend.describe(url, corpus) or {}).get("chunks") or 0)
+            t0 = time.perf_counter()
+            with tqdm(total=chunks, unit="passage", desc="rebuilding the HNSW graph", file=sys.stderr) as bar:
+                backend.rebuild_hnsw(progress=bar.update, **(hnsw or {}))
+            out["rebuild_hnsw_s"] = round(time.perf_counter() - t0, 1)
         # however the run ends (--build-only, --latency-only, --recall-only or all of it)
         done.callback(backend.close)
         if not keep:
@@ -158,7 +165,7 @@ def bench_scale(
                 "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s)", (names,)
             ).fetchone()
         out["database_mb"] = round(int(size[0] or 0) / 1e6)
-        out["hnsw"] = backend._hnsw
+        out["hnsw"] = backend.hnsw
         if build_only:
             return out
         qtexts = _queries(docs, queries)
@@ -403,7 +410,8 @@ def main() -> None:
     s.add_argument("--exact-sample", type=int, default=100, help="queries compared with exact search")
     s.add_argument("--m", type=int, help="HNSW links per node (a new corpus; default: the backend's)")
     s.add_argument("--ef-construction", type=int, help="HNSW build candidates (a new corpus; default: the backend's)")
-    s.add_argument("--storage", default="halfvec", choices=("halfvec", "vector"), help="what the HNSW graph holds")
+    s.add_argument("--storage", choices=("halfvec", "vector"), help="what the HNSW graph holds (default: halfvec)")
+    s.add_argument("--shards", type=int, help="partial HNSW graphs each query walks at once (default: 1)")
     s.add_argument("--build-only", action="store_true", help="build (with --keep: for a later --reuse) and stop")
     s.add_argument("--ef", default="40,100,200,400", help="ef_search values for the recall table")
     s.add_argument("--latency-only", action="store_true", help="measure latency, skip recall and exact search")
@@ -419,7 +427,7 @@ def main() -> None:
     r.add_argument("--queries", type=int, default=300)
     args = p.parse_args()
     if args.section == "scale":
-        given = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage}
+        given = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage, "shards": args.shards}
         hnsw = {k: v for k, v in given.items() if v is not None}
         result = bench_scale(
             args.docs,

@@ -434,6 +434,8 @@ def test_a_sharded_graph_walks_every_shard_and_merges_their_best(pgvector_dsn: s
     # reopened without saying, the corpus keeps its shards
     again = PostgresBackend(pgvector_dsn, corpus="sharded", embedder=HashEmbedder(dim=256))
     assert again.hnsw["shards"] == 2
+    assert (PostgresBackend.describe(pgvector_dsn, "sharded") or {})["schema_version"] == 2
+    assert (PostgresBackend.describe(pgvector_dsn, "unsharded") or {})["schema_version"] == 1
     for b in (sharded, exact, single, again):
         b.close()
 
@@ -463,7 +465,8 @@ def test_rebuild_hnsw_changes_the_graph_without_reloading_the_rows(pgvector_dsn:
     defs = _hnsw_defs(pgvector_dsn, "rebuild")
     assert old not in defs and len(defs) == 2 and all(" WHERE " in d for d in defs.values())
     recorded = PostgresBackend.describe(pgvector_dsn, "rebuild")
-    assert recorded is not None and recorded["hnsw"] == layout
+    # a sharded graph needs schema version 2 (a reader of 1 would walk no graph and refuses it)
+    assert recorded is not None and recorded["hnsw"] == layout and recorded["schema_version"] == 2
     assert _exact_recall(exact, pg, QUERIES) >= 0.95
     # the same layout again builds nothing
     before = _oids(pgvector_dsn, "rebuild")
@@ -476,6 +479,7 @@ def test_rebuild_hnsw_changes_the_graph_without_reloading_the_rows(pgvector_dsn:
     assert "m='16'" in only and "ef_construction='64'" in only and " WHERE " not in only
     reopened = PostgresBackend(pgvector_dsn, corpus="rebuild", embedder=HashEmbedder(dim=256))
     assert reopened.hnsw == {"m": 16, "ef_construction": 64, "storage": "halfvec", "shards": 1}
+    assert (PostgresBackend.describe(pgvector_dsn, "rebuild") or {})["schema_version"] == 1  # readable by 1 again
     assert _exact_recall(exact, reopened, QUERIES) >= 0.95
     for b in (pg, exact, reopened):
         b.close()

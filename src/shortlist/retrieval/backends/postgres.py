@@ -74,8 +74,10 @@ except ImportError as exc:  # the backend names its extra instead of a traceback
 
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "redact_url", "split_corpus_url", "split_index_url", "term_id"]
 
-#: Version of the tables' layout; a corpus written with another is refused (rebuild it).
-SCHEMA_VERSION = 1
+#: Version of the tables' layout; a corpus written with a newer one is refused (rebuild it). 2: the
+#: graph may be split into partial indexes (``hnsw.shards``), which a reader of 1 would not walk. A
+#: corpus records the lowest version its layout needs, so one graph stays readable by version 1.
+SCHEMA_VERSION = 2
 _CORPUS = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _LOCK_BASE = 0x5EED_1000
 _BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
@@ -143,6 +145,11 @@ def redact_url(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _schema_version(layout: Mapping[str, Any]) -> int:
+    """The lowest schema version that describes a graph layout (a sharded graph needs 2)."""
+    return 2 if int(layout.get("shards", 1)) > 1 else 1
 
 
 def _vector_literal(v: Vectors) -> str:
@@ -323,9 +330,9 @@ class PostgresBackend(IndexBackend):
                 return
         version, built_with, dim, chunking, k1, b, signature, hnsw = row
         where = f"corpus {self.corpus!r}"
-        if int(version) != SCHEMA_VERSION:
+        if not 1 <= int(version) <= SCHEMA_VERSION:
             raise ConfigError(
-                f"{where} has schema version {version}, this version reads {SCHEMA_VERSION}: {REBUILD_INDEX_HINT}"
+                f"{where} has schema version {version}, this version reads 1-{SCHEMA_VERSION}: {REBUILD_INDEX_HINT}"
             )
         if built_with != self.embedder.model_name:
             raise ConfigError(
@@ -359,7 +366,7 @@ class PostgresBackend(IndexBackend):
             " hnsw) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 self.corpus,
-                SCHEMA_VERSION,
+                _schema_version(self._hnsw),
                 self.embedder.model_name if self.embedder is not None else "",
                 self.dim,
                 Jsonb(self.chunker.to_dict()),
@@ -497,7 +504,8 @@ class PostgresBackend(IndexBackend):
                         if name not in keep:
                             conn.execute(f'DROP INDEX "{name}"')
                     conn.execute(
-                        "UPDATE shortlist_index_corpora SET hnsw = %s WHERE corpus = %s", (Jsonb(layout), self.corpus)
+                        "UPDATE shortlist_index_corpora SET hnsw = %s, schema_version = %s WHERE corpus = %s",
+                        (Jsonb(layout), _schema_version(layout), self.corpus),
                     )
             self._hnsw = now if now != before else layout
             if now != before:  # raised once the drops are committed
