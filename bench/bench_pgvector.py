@@ -30,8 +30,9 @@ Sections:
   ``--cache`` (default ``.cache/evaldata``; see bench/_livemcp.py).
 * ``replicas``: two ``shortlist serve --corpus-index postgresql://…`` processes on loopback share one
   corpus; the same queries go to both (``POST /v1/retrieve``, the service's gated retriever) and must
-  return the same documents; p50/p99 per replica over HTTP. The service embeds queries with the
-  corpus's recorded embedder (``hashing-384`` for the bench corpora).
+  return the same documents; p50/p99 per replica over HTTP (``--ef-search N`` goes in their URL).
+  The service embeds queries with the corpus's recorded embedder (``hashing-384`` for the bench
+  corpora).
 """
 
 from __future__ import annotations
@@ -343,14 +344,14 @@ def bench_lexical(dsn: str | None, cache: str) -> dict[str, Any]:
 # -- replicas: two serve processes on one PostgreSQL ------------------------------------------------
 
 
-def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int) -> dict[str, Any]:
+def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int, ef_search: int | None = None) -> dict[str, Any]:
     import httpx
 
     from loopback import free_port, wait_http_ready
 
     qtexts = _queries(_synthetic_docs(n_docs), queries)
     base, _ = dsn.split("?", 1) if "?" in dsn else (dsn, "")
-    url = f"{base}?corpus={corpus}"
+    url = f"{base}?corpus={corpus}" + (f"&ef_search={ef_search}" if ef_search else "")  # as a user's URL says
     procs, ports = [], []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
@@ -364,7 +365,7 @@ def bench_replicas(dsn: str, corpus: str, n_docs: int, queries: int) -> dict[str
                 raise RuntimeError(
                     f"replica on {port} did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
                 )
-        out: dict[str, Any] = {"corpus": corpus, "queries": len(qtexts)}
+        out: dict[str, Any] = {"corpus": corpus, "queries": len(qtexts), "ef_search": ef_search or 100}
         answers: list[list[list[str]]] = []
         with httpx.Client(timeout=30) as client:
             for port in ports:
@@ -425,6 +426,7 @@ def main() -> None:
     r.add_argument("--corpus", required=True)
     r.add_argument("--docs", type=int, required=True, help="the corpus's document count (regenerates its queries)")
     r.add_argument("--queries", type=int, default=300)
+    r.add_argument("--ef-search", type=int, help="the replicas' ef_search (in the corpus URL; default 100)")
     args = p.parse_args()
     if args.section == "scale":
         given = {"m": args.m, "ef_construction": args.ef_construction, "storage": args.storage, "shards": args.shards}
@@ -446,7 +448,7 @@ def main() -> None:
     elif args.section == "lexical":
         result = bench_lexical(args.dsn, args.cache)
     else:
-        result = bench_replicas(args.dsn, args.corpus, args.docs, args.queries)
+        result = bench_replicas(args.dsn, args.corpus, args.docs, args.queries, args.ef_search)
     print(json.dumps({args.section: result}, indent=1))
 
 
