@@ -102,7 +102,27 @@ def _graph_options(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _open(path: Path | str, *, backend: str | None, embedder_name: str | None, args: argparse.Namespace | None) -> Any:
+def _counter(tick: Any, task: str, total: int) -> Any:
+    """A progress callback adding up what it is told and drawing ``task`` done of ``total``."""
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        tick(task, done, total)
+
+    tick(task, 0, total)
+    return step
+
+
+def _open(
+    path: Path | str,
+    *,
+    backend: str | None,
+    embedder_name: str | None,
+    args: argparse.Namespace | None,
+    hnsw: dict[str, Any] | None = None,
+) -> Any:
     """Open the index at ``path``: from its description when it exists, else as the args say."""
     from shortlist.retrieval.backends.opening import open_index
     from shortlist.retrieval.document import Chunker
@@ -115,6 +135,7 @@ def _open(path: Path | str, *, backend: str | None, embedder_name: str | None, a
         api_key_env=args.api_key_env if args is not None else "QDRANT_API_KEY",
         collection=args.collection if args is not None else "shortlist",
         chunker=Chunker(args.chunk_words, args.chunk_overlap) if args is not None else None,
+        hnsw=hnsw,
     )
 
 
@@ -133,41 +154,16 @@ def run_build(args: argparse.Namespace) -> int:
     path = Path(args.path or "")
     if args.backend != "postgres":
         path.mkdir(parents=True, exist_ok=True)
-    index: Any
-    if graph:
-        from shortlist.retrieval.backends.opening import embedder_by_name
-        from shortlist.retrieval.backends.postgres import PostgresBackend, split_corpus_url
-        from shortlist.retrieval.document import Chunker
-
-        dsn, corpus = split_corpus_url(args.url, default=args.collection)
-        if PostgresBackend.describe(dsn, corpus) is not None:
-            raise ConfigError(
-                f"corpus {corpus!r} exists and keeps its graph: change it with 'shortlist index rebuild-hnsw'"
-            )
-        index = PostgresBackend(
-            args.url,
-            corpus=corpus,
-            embedder=embedder_by_name(args.embedder),
-            chunker=Chunker(args.chunk_words, args.chunk_overlap),
-            **{f"hnsw_{k}": v for k, v in graph.items()},
-        )
-    else:
-        index = _open(
-            args.url if args.backend == "postgres" else path,
-            backend=args.backend,
-            embedder_name=args.embedder,
-            args=args,
-        )
+    index = _open(
+        args.url if args.backend == "postgres" else path,
+        backend=args.backend,
+        embedder_name=args.embedder,
+        args=args,
+        hnsw=graph,
+    )
     try:
         with progress_line(args) as tick:  # documents done, and the embedding's batches as they run
-            done = 0
-
-            def step(n: int) -> None:
-                nonlocal done
-                done += n
-                tick("indexing documents", done, len(docs))
-
-            tick("indexing documents", 0, len(docs))
+            step = _counter(tick, "indexing documents", len(docs))
             report = index.upsert(docs, progress=step) if args.keep_missing else index.sync(docs, progress=step)
         total = index.count()
     finally:
@@ -248,15 +244,7 @@ def run_rebuild_hnsw(args: argparse.Namespace) -> int:
         total = int((PostgresBackend.describe(index.dsn, index.corpus) or {}).get("chunks") or 0)  # passages
         t0 = time.perf_counter()
         with progress_line(args) as tick:
-            done = 0
-
-            def step(n: int) -> None:
-                nonlocal done
-                done += n
-                tick("indexing passages", done, total)
-
-            tick("indexing passages", 0, total)
-            layout = index.rebuild_hnsw(progress=step, **graph)
+            layout = index.rebuild_hnsw(progress=_counter(tick, "indexing passages", total), **graph)
         seconds = round(time.perf_counter() - t0, 1)
     finally:
         index.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,12 @@ def is_postgres_url(location: str | os.PathLike[str]) -> bool:
 
 
 def _open_postgres(
-    url: str, *, embedder_name: str | None, collection: str | None, chunker: Chunker | None
+    url: str,
+    *,
+    embedder_name: str | None,
+    collection: str | None,
+    chunker: Chunker | None,
+    hnsw: Mapping[str, Any] | None = None,
 ) -> IndexBackend:
     from shortlist.retrieval.backends.postgres import PostgresBackend, split_corpus_url
 
@@ -57,10 +63,15 @@ def _open_postgres(
     recorded = PostgresBackend.describe(dsn, corpus)
     if embedder_name is None and recorded is None:
         raise ConfigError(f"no corpus {corpus!r} in that database (build one with 'shortlist index build')")
+    if hnsw and recorded is not None:
+        raise ConfigError(
+            f"corpus {corpus!r} exists and keeps its graph: change it with 'shortlist index rebuild-hnsw'"
+        )
     name = embedder_name or str((recorded or {}).get("embedder") or "default")
     emb = embedder_by_name(name)
+    graph = {f"hnsw_{k}": v for k, v in (hnsw or {}).items()}
     # the URL, not the bare DSN: the backend reads its other parameters (ef_search=) from it
-    return PostgresBackend(url, corpus=corpus, embedder=emb, chunker=chunker)
+    return PostgresBackend(url, corpus=corpus, embedder=emb, chunker=chunker, **graph)
 
 
 def describe_index(path: Path) -> dict[str, Any]:
@@ -90,6 +101,7 @@ def open_index(
     api_key_env: str = "QDRANT_API_KEY",
     collection: str = "shortlist",
     chunker: Chunker | None = None,
+    hnsw: Mapping[str, Any] | None = None,
 ) -> IndexBackend:
     """Open the index at ``path``, from its description when it has one, else as the arguments say.
 
@@ -103,6 +115,8 @@ def open_index(
         api_key_env: the environment variable holding the Qdrant API key.
         collection: the Qdrant collection (or the PostgreSQL corpus).
         chunker: chunking for documents upserted later.
+        hnsw: the HNSW graph of a new postgres corpus (``m``, ``ef_construction``, ``storage``,
+            ``shards``; an existing corpus is refused: ``PostgresBackend.rebuild_hnsw`` changes it).
 
     Raises:
         ConfigError: no index and no backend named, a backend or embedder mismatch.
@@ -112,9 +126,11 @@ def open_index(
         if backend not in (None, "postgres"):
             raise ConfigError(f"a PostgreSQL URL holds a postgres index, not {backend}")
         target = str(path) if is_postgres_url(path) else str(url)
-        return _open_postgres(target, embedder_name=embedder_name, collection=collection, chunker=chunker)
+        return _open_postgres(target, embedder_name=embedder_name, collection=collection, chunker=chunker, hnsw=hnsw)
     if backend == "postgres":
         raise ConfigError("the postgres backend needs a postgresql:// URL (--url)")
+    if hnsw:
+        raise ConfigError("HNSW graph options are for a postgres corpus")
     folder = Path(path)
     info = describe_index(folder)
     if backend is None and not info:

@@ -147,9 +147,32 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def _check_layout(m: int, ef_construction: int, storage: str, shards: int, pool_size: int) -> dict[str, Any]:
+    """A graph layout, checked (pgvector's bounds; a shard per pooled connection but the lexical leg's).
+
+    Raises:
+        ConfigError: a value out of bounds.
+    """
+    if storage not in ("halfvec", "vector"):
+        raise ConfigError(f"hnsw_storage must be 'halfvec' or 'vector', not {storage!r}")
+    most = max(1, int(pool_size) - 1)
+    if not 1 <= int(shards) <= most:
+        raise ConfigError(f"hnsw_shards must be 1..{most} (pool_size - 1), not {shards!r}")
+    if not 2 <= int(m) <= 100 or not 2 * int(m) <= int(ef_construction) <= 1000:
+        raise ConfigError(
+            "hnsw_m and hnsw_ef_construction need 2 <= m <= 100 and 2 * m <= ef_construction <= 1000 (pgvector's)"
+        )
+    return {"m": int(m), "ef_construction": int(ef_construction), "storage": storage, "shards": int(shards)}
+
+
+def _recorded_layout(hnsw: Mapping[str, Any]) -> dict[str, Any]:
+    """A corpus's recorded ``hnsw``, with what corpora from before a field had (float32, one graph)."""
+    return {"storage": "vector", "shards": 1, **dict(hnsw)}
+
+
 def _schema_version(layout: Mapping[str, Any]) -> int:
     """The lowest schema version that describes a graph layout (a sharded graph needs 2)."""
-    return 2 if int(layout.get("shards", 1)) > 1 else 1
+    return 2 if int(layout["shards"]) > 1 else 1
 
 
 def _vector_literal(v: Vectors) -> str:
@@ -226,11 +249,7 @@ class PostgresBackend(IndexBackend):
             raise ConfigError("PostgresBackend needs an embedder (the corpus holds dense vectors)")
         if dense_search not in ("hnsw", "exact"):
             raise ConfigError(f"dense_search must be 'hnsw' or 'exact', not {dense_search!r}")
-        if hnsw_storage not in ("halfvec", "vector"):
-            raise ConfigError(f"hnsw_storage must be 'halfvec' or 'vector', not {hnsw_storage!r}")
-        if not 1 <= int(hnsw_shards) <= max(1, int(pool_size) - 1):
-            most = max(1, int(pool_size) - 1)
-            raise ConfigError(f"hnsw_shards must be 1..{most} (pool_size - 1), not {hnsw_shards!r}")
+        self._hnsw = _check_layout(hnsw_m, hnsw_ef_construction, hnsw_storage, hnsw_shards, pool_size)
         self.dsn, url_corpus, options = split_index_url(dsn)
         if ef_search is None:
             try:
@@ -252,12 +271,6 @@ class PostgresBackend(IndexBackend):
             raise ConfigError(f"maintenance_work_mem must look like '512MB' or '2GB', not {maintenance_work_mem!r}")
         self.maintenance_work_mem = maintenance_work_mem
         self.k1, self.b = float(k1), float(b)
-        self._hnsw: dict[str, Any] = {
-            "m": int(hnsw_m),
-            "ef_construction": int(hnsw_ef_construction),
-            "storage": hnsw_storage,
-            "shards": int(hnsw_shards),
-        }
         self._pool_size = int(pool_size)
         self._connect_timeout = connect_timeout
         self._idle = IdlePool(self._connect, pool_size)
@@ -344,8 +357,7 @@ class PostgresBackend(IndexBackend):
         self.dim = int(dim)
         self.chunker = Chunker(**chunking)
         self.k1, self.b = float(k1), float(b)
-        # corpora from before halfvec indexed float32, and from before shards had one graph
-        self._hnsw = {"storage": "vector", "shards": 1, **dict(hnsw)}  # = _recorded_hnsw
+        self._hnsw = _recorded_layout(hnsw)
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(
@@ -380,30 +392,35 @@ class PostgresBackend(IndexBackend):
     def _create_indexes(self, conn: psycopg.Connection[Any]) -> None:
         t = self._chunks_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_doc ON {t} (document_id)")
-        for statement in self._hnsw_ddl(self._hnsw):
+        for _, statement in self._hnsw_ddl(self._hnsw):
             conn.execute(statement)
         p = self._postings_t
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_term ON {p} (term, impact DESC) INCLUDE (row, tf, dl)")
         conn.execute(f"CREATE INDEX IF NOT EXISTS {p}_row ON {p} (row, term) INCLUDE (tf, dl)")
 
-    def _hnsw_ddl(self, layout: Mapping[str, Any]) -> list[str]:
-        """The statements building ``layout``'s graph: one index, or one partial index per shard.
+    def _hnsw_ddl(self, layout: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The indexes of ``layout``'s graph, as (name, statement): one, or one partial index per shard.
 
         The names carry a digest of the layout, so a rebuild builds the new graph beside the old one
         and a rebuild already done (or interrupted after a shard) skips what exists."""
         t = self._chunks_t
         key = self._hnsw_key("embedding", str(layout["storage"]))
-        shards = int(layout.get("shards", 1))
+        shards = int(layout["shards"])
         params = f"m = {int(layout['m'])}, ef_construction = {int(layout['ef_construction'])}"
         digest = hashlib.blake2b(
             f"{t}|{layout['m']}|{layout['ef_construction']}|{layout['storage']}|{shards}".encode(), digest_size=4
         ).hexdigest()
         if shards == 1:
-            return [f"CREATE INDEX IF NOT EXISTS {t[:44]}_hnsw_{digest} ON {t} USING hnsw ({key}) WITH ({params})"]
+            name = f"{t[:44]}_hnsw_{digest}"
+            return [(name, f"CREATE INDEX IF NOT EXISTS {name} ON {t} USING hnsw ({key}) WITH ({params})")]
+        names = [f"{t[:40]}_hnsw_{digest}_{s}of{shards}" for s in range(shards)]
         return [
-            f"CREATE INDEX IF NOT EXISTS {t[:40]}_hnsw_{digest}_{s}of{shards} ON {t} USING hnsw ({key})"
-            f" WITH ({params}) WHERE {self._shard_predicate('row', s, shards)}"
-            for s in range(shards)
+            (
+                name,
+                f"CREATE INDEX IF NOT EXISTS {name} ON {t} USING hnsw ({key}) WITH ({params})"
+                f" WHERE {self._shard_predicate('row', s, shards)}",
+            )
+            for s, name in enumerate(names)
         ]
 
     @staticmethod
@@ -468,17 +485,13 @@ class PostgresBackend(IndexBackend):
         Raises:
             ConfigError: a bad parameter, or another process rebuilt the graph meanwhile.
         """
-        new_m = int(m if m is not None else self._hnsw["m"])
-        new_ef = int(ef_construction if ef_construction is not None else self._hnsw["ef_construction"])
-        new_storage = storage or str(self._hnsw["storage"])
-        new_shards = int(shards if shards is not None else self._hnsw.get("shards", 1))
-        if new_storage not in ("halfvec", "vector"):
-            raise ConfigError(f"hnsw storage must be 'halfvec' or 'vector', not {new_storage!r}")
-        if not 1 <= new_shards <= max(1, self._pool_size - 1):
-            raise ConfigError(f"hnsw shards must be 1..{max(1, self._pool_size - 1)} (pool_size - 1), not {new_shards}")
-        if not 2 <= new_m <= 100 or not 2 * new_m <= new_ef <= 1000:
-            raise ConfigError("hnsw needs 2 <= m <= 100 and 2 * m <= ef_construction <= 1000 (pgvector's bounds)")
-        layout: dict[str, Any] = {"m": new_m, "ef_construction": new_ef, "storage": new_storage, "shards": new_shards}
+        layout = _check_layout(
+            self._hnsw["m"] if m is None else m,
+            self._hnsw["ef_construction"] if ef_construction is None else ef_construction,
+            storage or str(self._hnsw["storage"]),
+            self._hnsw["shards"] if shards is None else shards,
+            self._pool_size,
+        )
         with self._write_lock:
             with self._conn() as conn:
                 before = self._recorded_hnsw(conn)
@@ -487,16 +500,16 @@ class PostgresBackend(IndexBackend):
                 existed = set(self._hnsw_indexes(conn))
                 conn.execute(f"SET maintenance_work_mem = '{self.maintenance_work_mem}'")
                 try:
-                    for statement in self._hnsw_ddl(layout):
-                        self._build_index(conn, statement, progress)
+                    for name, statement in self._hnsw_ddl(layout):
+                        self._build_index(conn, name, statement, progress)
                 finally:
                     conn.execute("RESET maintenance_work_mem")
-            keep = {self._index_name(s) for s in self._hnsw_ddl(layout)}
+            keep = {name for name, _ in self._hnsw_ddl(layout)}
             with self._conn() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
                 now = self._recorded_hnsw(conn, lock=True)
                 if now != before:  # another rebuild won: drop what this one built, unless that one uses it
-                    theirs = {self._index_name(s) for s in self._hnsw_ddl(now)}
+                    theirs = {name for name, _ in self._hnsw_ddl(now)}
                     for name in keep - existed - theirs:
                         conn.execute(f'DROP INDEX IF EXISTS "{name}"')
                 else:
@@ -519,16 +532,11 @@ class PostgresBackend(IndexBackend):
         ).fetchone()
         if row is None:
             raise ConfigError(f"corpus {self.corpus!r} no longer exists")
-        return {"storage": "vector", "shards": 1, **dict(row[0])}
+        return _recorded_layout(row[0])
 
-    @staticmethod
-    def _index_name(statement: str) -> str:
-        return statement.split("IF NOT EXISTS ", 1)[1].split(" ", 1)[0]
-
-    def _build_index(self, conn: psycopg.Connection[Any], statement: str, progress: Progress | None) -> None:
+    def _build_index(self, conn: psycopg.Connection[Any], name: str, statement: str, progress: Progress | None) -> None:
         """Run one CREATE INDEX (nothing when it exists), reporting the passages indexed as it goes (polled
         from a second connection) and, once built, the rest of the index's passages."""
-        name = self._index_name(statement)
         built = "SELECT reltuples FROM pg_class WHERE relname = %s AND relkind = 'i'"
         if progress is None:
             conn.execute(statement)
@@ -897,7 +905,7 @@ class PostgresBackend(IndexBackend):
             else:
                 order = self._hnsw_order("c.embedding")
             # a sharded graph: one walk per shard (each statement repeats its partial index's predicate)
-            shards = int(self._hnsw.get("shards", 1)) if self.dense_search == "hnsw" else 1
+            shards = int(self._hnsw["shards"]) if self.dense_search == "hnsw" else 1
             where = ["true"]
             if shards > 1:
                 where = [self._shard_predicate("c.row", s, shards, placeholders=True) for s in range(shards)]
