@@ -32,10 +32,10 @@ import numpy as np
 
 from shortlist.eval.conversations import load_conversations, run_conversation_eval
 from shortlist.eval.datasets import load_tools
+from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.rankers.base import Ranker
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import Shortlist
-from shortlist.selection.session import OfferPolicy, ToolSession
 from shortlist.types import Candidate, Query
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl-conversations-dev"

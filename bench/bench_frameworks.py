@@ -19,7 +19,7 @@ results), decided by the same :class:`ToolNarrower` the adapters call (the adapt
 conversation they see: the framework tests prove they do). A call whose tools differ from the
 previous call's re-writes the tools block and everything behind it: reported are the
 tool-definition tokens re-billed uncached per conversation, and the prompt's input cost per
-conversation (tools + history, cache writes and reads at :class:`~shortlist.selection.session.Prices`,
+conversation (tools + history, cache writes and reads at :class:`~shortlist.offer.Prices`,
 in base-input-token units). No model searches here (``find_tools`` rounds are not simulated).
 
 Run::
@@ -49,7 +49,8 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from shortlist.integrations.core import Conversation, ToolNarrower, tool_candidate  # noqa: E402
-from shortlist.selection.session import Prices, definition_tokens  # noqa: E402
+from shortlist.offer import Prices  # noqa: E402
+from shortlist.tokens import definition_tokens  # noqa: E402
 from shortlist.types import Candidate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"

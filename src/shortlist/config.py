@@ -29,6 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from shortlist.builtins import BUILTIN_SELECTORS, builtin_selector_names, validate_options
 from shortlist.errors import ConfigError
 
 __all__ = [
@@ -155,8 +156,6 @@ class SelectorConfig(_Strict):
     @field_validator("type")
     @classmethod
     def _known_type(cls, value: str) -> str:
-        from shortlist.selection.registry import builtin_selector_names
-
         builtin = builtin_selector_names()
         if value == EXEC_TYPE or value.startswith("exec:") or value in builtin:
             return value
@@ -171,8 +170,6 @@ class SelectorConfig(_Strict):
     @classmethod
     def _builtin_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         # A built-in ranker's options are its constructor's keywords: check them now, not at first use.
-        from shortlist.selection.options import validate_options
-
         validate_options(str(info.data.get("type", EXEC_TYPE)), value)
         return value
 
@@ -438,8 +435,6 @@ def parse_runtime_config(data: Mapping[str, Any] | None, *, source: str = "<conf
             msg = f"required key {str(err['loc'][-1])!r} is missing"
         more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
         raise ConfigError(msg + more, source=source, path=path or None) from None
-    from shortlist.selection.registry import builtin_selector_names
-
     config.check_references(extra_names=builtin_selector_names(), source=source)
     return config
 
@@ -466,20 +461,18 @@ def runtime_config_schema() -> dict[str, Any]:
     """Return the JSON Schema of ``runtime.yaml``."""
     from pydantic.json_schema import models_json_schema
 
-    from shortlist.selection.options import BUILTIN_OPTIONS
-
     schema = RuntimeConfig.model_json_schema(by_alias=True)
     # Each built-in type's `options:` model, applied by `type` (if/then), beside the config's own $defs.
     refs, options_defs = models_json_schema(
-        [(model, "validation") for model in BUILTIN_OPTIONS.values()], ref_template="#/$defs/{model}"
+        [(b.options, "validation") for b in BUILTIN_SELECTORS.values()], ref_template="#/$defs/{model}"
     )
     schema["$defs"].update(options_defs["$defs"])
     schema["$defs"]["SelectorConfig"]["allOf"] = [
         {
             "if": {"properties": {"type": {"const": type_name}}, "required": ["type"]},
-            "then": {"properties": {"options": refs[(model, "validation")]}},
+            "then": {"properties": {"options": refs[(b.options, "validation")]}},
         }
-        for type_name, model in BUILTIN_OPTIONS.items()
+        for type_name, b in BUILTIN_SELECTORS.items()
     ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "shortlist runtime configuration"

@@ -37,10 +37,7 @@ maps error types to statuses (``shortlist.server.errors``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from shortlist.retrieval.backends.embedded import IndexProblem
+from dataclasses import dataclass
 
 __all__ = [
     "REBUILD_INDEX_HINT",
@@ -51,6 +48,7 @@ __all__ = [
     "DocumentTooDeep",
     "EmbeddingError",
     "IndexIntegrityError",
+    "IndexProblem",
     "MCPServerError",
     "MemoryScopeError",
     "MemoryStoreCorrupt",
@@ -170,6 +168,17 @@ class MemoryStoreCorrupt(ShortlistError):
 
 
 REBUILD_INDEX_HINT = "rebuild it with 'shortlist index build'"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProblem:
+    """One thing wrong with an index: the file (or folder) concerned and what is wrong with it."""
+
+    file: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.problem}"
 
 
 class IndexIntegrityError(CatalogError):

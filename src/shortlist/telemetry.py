@@ -22,9 +22,10 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from shortlist.tokens import tool_tokens
+
 if TYPE_CHECKING:
-    from shortlist.selection.narrowing import TurnSelection
-    from shortlist.types import Candidate
+    from shortlist.types import Candidate, TurnSelection
 
 __all__ = [
     "TRACER_NAME",
@@ -125,12 +126,10 @@ _TOKENS: dict[int, tuple[Sequence[Candidate], int]] = {}
 
 def _definition_tokens(candidates: Sequence[Candidate]) -> int:
     """The tokens of ``candidates``' definitions, remembered per catalog tuple (it is priced per turn)."""
-    from shortlist.selection.session import definition_tokens
-
     hit = _TOKENS.get(id(candidates))
     if hit is not None and hit[0] is candidates:
         return hit[1]
-    total = sum(definition_tokens(c) for c in candidates)
+    total = tool_tokens(candidates)
     if isinstance(candidates, tuple):
         if len(_TOKENS) > 32:
             _TOKENS.clear()
@@ -142,8 +141,6 @@ def record_selection(current: Any, turn: TurnSelection, candidates: Sequence[Can
     """Put a turn's decision on its span (nothing when the span is not recording)."""
     if not current.is_recording():
         return
-    from shortlist.selection.session import definition_tokens
-
     attributes: dict[str, Any] = {
         "shortlist.selector": turn.selector or "",
         "shortlist.fallback": turn.fallback or "",
@@ -157,7 +154,7 @@ def record_selection(current: Any, turn: TurnSelection, candidates: Sequence[Can
         "shortlist.selector_ms": round(turn.elapsed_ms, 3),
     }
     if turn.query.kind == "tool":
-        offered = sum(definition_tokens(c) for c in turn.surfaced)
+        offered = tool_tokens(turn.surfaced)
         attributes["shortlist.tokens_offered"] = offered
         attributes["shortlist.tokens_saved"] = max(_definition_tokens(candidates) - offered, 0)
     if capture_content():

@@ -1,4 +1,4 @@
-"""Value types that cross every boundary: the query, a candidate, a selector's answer.
+"""Value types that cross every boundary: the query, a candidate, a selector's answer, a turn's selection.
 
 They are frozen and validated at construction, so a bad value fails where it was made,
 not three layers later. ``kind`` is open: ``"tool"`` and ``"skill"`` are the two hook
@@ -11,12 +11,14 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 from shortlist.events import Event, emit
 
 __all__ = [
+    "FALLBACK_REASONS",
     "KINDS",
     "MAX_REASON_CHARS",
     "REASON_TRUNCATED_MARKER",
@@ -24,6 +26,7 @@ __all__ = [
     "Query",
     "Selection",
     "SelectionReasonTruncated",
+    "TurnSelection",
     "cap_reason",
 ]
 
@@ -170,3 +173,73 @@ class Selection:
             if any(math.isnan(s) for s in scores):
                 raise ValueError("Selection.scores must not contain NaN")
             object.__setattr__(self, "scores", scores)
+
+
+#: Every value :attr:`TurnSelection.fallback` can take besides ``None``.
+FALLBACK_REASONS: tuple[str, ...] = (
+    "no_selector",
+    "empty_query",
+    "no_candidates",
+    "error",
+    "timeout",
+    "empty",
+    "unknown_ids",
+)
+
+_ID = attrgetter("id")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSelection:
+    """What surfaces this turn, and why.
+
+    Attributes:
+        query: the query the selector was (or would have been) asked.
+        surfaced: the candidates offered to the model this turn, pins included.
+        ranked: the selector's own answer after validation (known ids, de-duplicated, capped).
+        scores: the selector's score per ranked id, when it gave scores.
+        reason: the selector's reason, or why the turn fell back.
+        fallback: None when narrowed, else one of :data:`FALLBACK_REASONS`.
+        selector: the selector's name (None when there was none).
+        elapsed_ms: time spent in the selector.
+        pinned: ids that surfaced because of the pin policy.
+        rejected: unknown ids the selector returned (dropped).
+        abstained: the selector judged that nothing fits.
+    """
+
+    query: Query
+    surfaced: tuple[Candidate, ...]
+    ranked: tuple[str, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+    fallback: str | None = None
+    selector: str | None = None
+    elapsed_ms: float = 0.0
+    pinned: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    abstained: bool = False
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The ids that surface this turn, in order."""
+        return tuple(map(_ID, self.surfaced))
+
+    @property
+    def narrowed(self) -> bool:
+        """True when the selector's answer was used (no fallback)."""
+        return self.fallback is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready report used by the CLI and the HTTP API."""
+        return {
+            "selected": list(self.ids),
+            "ranked": list(self.ranked),
+            "scores": [self.scores[i] for i in self.ranked if i in self.scores] if self.scores else None,
+            "reason": self.reason,
+            "fallback": self.fallback,
+            "selector": self.selector,
+            "pinned": list(self.pinned),
+            "rejected": list(self.rejected),
+            "abstained": self.abstained,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+        }

@@ -19,14 +19,24 @@ def offer(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_turns_carry_their_state_and_the_block_never_changes(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
-    first = offer("what's the weather in Paris tomorrow", "--save-state", str(state), "--json")
+    first = offer("what's the weather in Paris tomorrow", "--format", "anthropic", "--save-state", str(state), "--json")
     assert first.returncode == 0, first.stderr
     one = json.loads(first.stdout)
     assert one["policy"] == "deferred" and one["reason"] == "first_turn" and one["search_tool"]
     assert "get_weather_forecast" in one["prefetched"]
     messages = tmp_path / "messages.json"
     messages.write_text(json.dumps([{"role": "user", "content": "book a flight to Rome"}]))
-    second = offer("--messages", str(messages), "--state", str(state), "--save-state", str(state), "--json")
+    second = offer(
+        "--messages",
+        str(messages),
+        "--format",
+        "anthropic",
+        "--state",
+        str(state),
+        "--save-state",
+        str(state),
+        "--json",
+    )
     two = json.loads(second.stdout)
     assert two["block"] == one["block"] and not two["changed"]
     # BM25 does not pad with tools that share no term with the query: turn 1 (the weather) did not
@@ -35,7 +45,7 @@ def test_turns_carry_their_state_and_the_block_never_changes(tmp_path: Path) -> 
     assert sorted(two["prefetched"]) == ["book_hotel", "search_flights"]
     assert two["loaded"] == [*one["loaded"], *two["prefetched"]]
     assert json.loads(state.read_text())["turns"] == 2
-    found = offer("--search", "convert an amount of money", "--state", str(state), "--json")
+    found = offer("--search", "convert an amount of money", "--format", "anthropic", "--state", str(state), "--json")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["tools"][0]["id"] == "convert_currency"
 
@@ -56,3 +66,10 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
     ]:
         out = offer(*args)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_default_policy_is_the_formats() -> None:
+    """Like ``/v1/offer`` and the runtime: openai (the default format) is stable, anthropic deferred."""
+    plain = json.loads(offer("book a hotel in Rome", "--json").stdout)
+    anthropic = json.loads(offer("book a hotel in Rome", "--format", "anthropic", "--json").stdout)
+    assert (plain["policy"], anthropic["policy"]) == ("stable", "deferred")

@@ -192,11 +192,15 @@ def _keywords(factory: Any) -> dict[str, inspect.Parameter]:
     return {p.name: p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
-def test_every_builtin_type_has_an_options_model() -> None:
-    from shortlist.selection.options import BUILTIN_OPTIONS
-    from shortlist.selection.registry import BUILTIN_SELECTORS
+def test_one_table_holds_each_builtin_type_with_its_options_model() -> None:
+    from pydantic import BaseModel
 
-    assert list(BUILTIN_OPTIONS) == list(BUILTIN_SELECTORS)
+    from shortlist import builtins
+    from shortlist.selection import registry
+
+    assert registry.BUILTIN_SELECTORS is builtins.BUILTIN_SELECTORS  # one table, not a mirror
+    for entry in builtins.BUILTIN_SELECTORS.values():
+        assert ":" in entry.factory and issubclass(entry.options, BaseModel)
 
 
 def _literal_choices(hint: Any) -> set[Any] | None:
@@ -208,7 +212,7 @@ def _literal_choices(hint: Any) -> set[Any] | None:
 
 def _check_model(model: Any, factory: Any, *, excluded: set[str], defaults: dict[str, Any] | None = None) -> None:
     """``model`` mirrors ``factory``'s keywords; ``defaults``: the values a wrapping ranker passes instead."""
-    from shortlist.selection.options import NOT_OPTIONS
+    from shortlist.builtins import NOT_OPTIONS
 
     keywords = _keywords(factory)
     hints = typing.get_type_hints(factory.__init__)
@@ -224,20 +228,20 @@ def _check_model(model: Any, factory: Any, *, excluded: set[str], defaults: dict
 
 
 def test_every_option_is_a_constructor_keyword_with_its_default() -> None:
-    from shortlist.selection.options import BUILTIN_OPTIONS
+    from shortlist.builtins import BUILTIN_SELECTORS
     from shortlist.selection.registry import _load_factory
 
-    for type_name, model in BUILTIN_OPTIONS.items():
-        _check_model(model, _load_factory(type_name), excluded=set())
+    for type_name, entry in BUILTIN_SELECTORS.items():
+        _check_model(entry.options, _load_factory(type_name), excluded=set())
 
 
 def test_nested_models_match_the_inner_rankers() -> None:
+    from shortlist.builtins import AbstentionOptions, HybridBm25Options, HybridEmbeddingOptions
     from shortlist.rankers._text import STOPWORD_SETS
     from shortlist.rankers.base import Abstention
     from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
     from shortlist.rankers.embedding import EmbeddingRanker
     from shortlist.rankers.hybrid import HybridRanker
-    from shortlist.selection.options import AbstentionOptions, HybridBm25Options, HybridEmbeddingOptions
 
     # the hybrid passes name= and top_k= itself, and normalize / examples_weight unless bm25: says otherwise
     inner = HybridRanker().bm25
@@ -250,11 +254,11 @@ def test_nested_models_match_the_inner_rankers() -> None:
 
 
 def test_every_model_builds_its_ranker_with_every_field_given() -> None:
-    from shortlist.selection.options import BUILTIN_OPTIONS
+    from shortlist.builtins import BUILTIN_SELECTORS
     from shortlist.selection.registry import create_builtin_selector
 
-    for type_name, model in BUILTIN_OPTIONS.items():
-        options = model().model_dump()  # every field, at its default
+    for type_name, entry in BUILTIN_SELECTORS.items():
+        options = entry.options().model_dump()  # every field, at its default
         assert create_builtin_selector(type_name, name=type_name, **options).name == type_name
 
 

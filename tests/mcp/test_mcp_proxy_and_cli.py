@@ -34,8 +34,8 @@ async def test_proxy_lists_searches_and_forwards(server_args: dict[str, str], gi
     async with stdio_client(params) as (read, write), ClientSession(read, write, message_handler=on_message) as s:
         await s.initialize()
         first = [t.name for t in (await s.list_tools()).tools]
-        assert first == ["search_tools"]  # narrowed: no upstream tool before a search
-        found = await s.call_tool("search_tools", {"query": "current time in a timezone"})
+        assert first == ["find_tools"]  # narrowed: no upstream tool before a search
+        found = await s.call_tool("find_tools", {"query": "current time in a timezone"})
         assert not found.is_error
         names = [t["name"] for t in json.loads(found.content[0].text)["tools"]]  # type: ignore[union-attr]
         assert "mcp__time__get_current_time" in names and len(names) <= 3
@@ -49,7 +49,7 @@ async def test_proxy_lists_searches_and_forwards(server_args: dict[str, str], gi
         assert "first commit" in log.content[0].text  # type: ignore[union-attr]
         unknown = await s.call_tool("mcp__git__nope", {})
         assert unknown.is_error
-        empty = await s.call_tool("search_tools", {"query": " "})
+        empty = await s.call_tool("find_tools", {"query": " "})
         assert empty.is_error
 
 

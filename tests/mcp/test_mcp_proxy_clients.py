@@ -68,21 +68,26 @@ async def test_found_tools_stay_callable_in_a_new_session(server_args: dict[str,
     ):
         init = await s.initialize()
         assert init.server_info.version == shortlist.__version__
-        assert names(await s.list_tools()) == ["search_tools"]
-        found = await s.call_tool("search_tools", {"query": QUERY})
+        assert names(await s.list_tools()) == ["find_tools"]
+        found = await s.call_tool("find_tools", {"query": QUERY})
         assert not found.is_error
         assert TIME_TOOL in [t["name"] for t in json.loads(found.content[0].text)["tools"]]  # type: ignore[union-attr]
         with anyio.fail_after(30):
             await first.changed_event.wait()
         listed = names(await s.list_tools())
         assert TIME_TOOL in listed
-        again = await s.call_tool("search_tools", {"query": QUERY})  # the same tools: the list does not change
+        # the same words and more: the search pages on, never returning a tool the list holds
+        again = await s.call_tool("find_tools", {"query": f"{QUERY} or the git log of a repository"})
         assert not again.is_error
-        assert names(await s.list_tools()) == listed
-        assert first.changed == 1
+        more = [t["name"] for t in json.loads(again.content[0].text)["tools"]]  # type: ignore[union-attr]
+        assert more and not set(more) & set(listed)
+        with anyio.fail_after(30):
+            while first.changed < 2:
+                await anyio.sleep(0.05)
+        assert names(await s.list_tools()) == [*listed, *more]
         now = await s.call_tool(TIME_TOOL, {"timezone": "Europe/Paris"})
         assert not now.is_error and "Europe/Paris" in now.content[0].text  # type: ignore[union-attr]
-    assert TIME_TOOL in json.loads(state.read_text())["found"]
+    assert TIME_TOOL in json.loads(state.read_text())["offer"]["block"]
 
     second = Session()
     async with (
@@ -91,7 +96,7 @@ async def test_found_tools_stay_callable_in_a_new_session(server_args: dict[str,
     ):
         await s.initialize()
         listed = names(await s.list_tools())
-        assert listed[0] == "search_tools" and TIME_TOOL in listed  # found by the earlier session
+        assert listed[0] == "find_tools" and TIME_TOOL in listed  # found by the earlier session
         now = await s.call_tool(TIME_TOOL, {"timezone": "UTC"})
         assert not now.is_error and "UTC" in now.content[0].text  # type: ignore[union-attr]
     assert second.changed == 0
@@ -107,7 +112,7 @@ async def test_initialize_is_answered_before_the_upstream_starts(server_args: di
             await s.initialize()  # the upstream cannot have started: its gate is still closed
         assert not gate.exists()
         gate.touch()
-        found = await s.call_tool("search_tools", {"query": QUERY})
+        found = await s.call_tool("find_tools", {"query": QUERY})
         assert not found.is_error
         assert TIME_TOOL in names(await s.list_tools())
 
@@ -120,7 +125,7 @@ async def test_an_upstream_that_fails_to_start_leaves_the_others(server_args: di
     with open(errlog, "w") as err:
         async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
-            found = await s.call_tool("search_tools", {"query": QUERY})
+            found = await s.call_tool("find_tools", {"query": QUERY})
             assert not found.is_error
             assert TIME_TOOL in [t["name"] for t in json.loads(found.content[0].text)["tools"]]  # type: ignore[union-attr]
             now = await s.call_tool(TIME_TOOL, {"timezone": "UTC"})
@@ -151,9 +156,9 @@ def test_mcp_inspector_cli_calls_a_found_tool_in_a_new_session(server_args: dict
     state = tmp_path / "state.json"
     time_server = server_args["time"]
     listed = inspector(state, time_server, "--method", "tools/list")
-    assert [t["name"] for t in listed["tools"]] == ["search_tools"]
+    assert [t["name"] for t in listed["tools"]] == ["find_tools"]
     found = inspector(
-        state, time_server, "--method", "tools/call", "--tool-name", "search_tools", "--tool-arg", f"query={QUERY}"
+        state, time_server, "--method", "tools/call", "--tool-name", "find_tools", "--tool-arg", f"query={QUERY}"
     )
     assert not found.get("isError")
     assert TIME_TOOL in [t["name"] for t in found["structuredContent"]["tools"]]

@@ -162,7 +162,7 @@ def test_decompose_modes_choose_where_a_query_is_cut() -> None:
 def test_decompose_option_is_validated_in_config_and_constructor() -> None:
     from pydantic import ValidationError
 
-    from shortlist.selection.options import validate_options
+    from shortlist.builtins import validate_options
 
     validate_options("hybrid", {"decompose": "joints"})
     validate_options("hybrid", {"decompose": True})

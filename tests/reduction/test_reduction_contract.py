@@ -46,7 +46,6 @@ def test_public_names_are_exported() -> None:
         "adapters",
         "compressor",
         "contract",
-        "counting",
         "events",
         "fragments",
         "local",

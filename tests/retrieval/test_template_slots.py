@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from shortlist.memory import InMemoryStore, Memory
-from shortlist.reduction.counting import TiktokenCounter
 from shortlist.retrieval import format_context
 from shortlist.retrieval.inject import GroundingResult, render_grounding
 from shortlist.runtime import Conversation, Pack
+from shortlist.tokens import TiktokenCounter
 
 SCOPE = {"user_id": "u1"}
 COUNT = TiktokenCounter("o200k_base").count

@@ -11,10 +11,7 @@ import pytest
 
 from shortlist.errors import ConfigError
 from shortlist.events import Event
-from shortlist.selection import FunctionSelector
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.session import (
+from shortlist.offer import (
     SEARCH_TOOL_NAME,
     OfferChanged,
     OfferState,
@@ -23,6 +20,9 @@ from shortlist.selection.session import (
     ToolSession,
     decide_offer,
 )
+from shortlist.selection import FunctionSelector
+from shortlist.selection.cousage import CoUsage
+from shortlist.selection.facade import Shortlist
 from shortlist.testing import FailingSelector
 from shortlist.types import Candidate, Query
 
@@ -276,7 +276,7 @@ def test_deferred_by_default_fixes_a_block_of_pins_and_prefetches_from_the_first
 
 
 def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
-    from shortlist.selection.session import OfferStateRepaired
+    from shortlist.offer import OfferStateRepaired
 
     events: list[Event] = []
     state = OfferState(block=("memory__recall", "gone"), loaded=("book_flight", "also_gone"), turns=1)

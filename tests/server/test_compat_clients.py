@@ -27,7 +27,7 @@ import pytest
 from serve_process import ServeProcess, serve_process
 
 from shortlist.embeddings.default import default_embedder
-from shortlist.reduction.counting import TiktokenCounter
+from shortlist.tokens import TiktokenCounter
 
 pytestmark = pytest.mark.slow  # a shortlist serve process
 

@@ -13,12 +13,12 @@ from server_helpers import EXAMPLE_CATALOG, serve
 
 from shortlist.errors import SelectorError
 from shortlist.selection.narrowing import TurnSelection
-from shortlist.selection.session import definition_tokens
 from shortlist.selection.wrappers import BreakerSelector, FallbackSelector
 from shortlist.server import ServerSettings
 from shortlist.server.decisions import MAX_QUERY_CHARS, DecisionLog, breaker_states, render_page
 from shortlist.server.settings import KeyPolicy, hash_key
 from shortlist.testing import FailingSelector, StaticSelector
+from shortlist.tokens import tool_tokens
 from shortlist.types import Candidate, Query
 
 CANDS = (Candidate("a", description="alpha tool"), Candidate("b", description="beta"), Candidate("c"))
@@ -38,12 +38,12 @@ def test_ring_is_bounded_newest_first_and_counts_tokens() -> None:
         log.record("/v1/select", f"q{n}", CANDS, _turn(("a",)))
     assert [d.query for d in log.recent()] == ["q2", "q1"] and log.total == 3
     d = log.recent()[0]
-    assert d.tokens_all == sum(definition_tokens(c) for c in CANDS)
-    assert d.tokens_selected == definition_tokens(CANDS[0]) and d.tokens_saved == d.tokens_all - d.tokens_selected
+    assert d.tokens_all == tool_tokens(CANDS)
+    assert d.tokens_selected == tool_tokens(CANDS[:1]) and d.tokens_saved == d.tokens_all - d.tokens_selected
     body = d.to_json()
     assert body["selected"] == [{"id": "a", "score": 0.5}] and body["tokens"]["saved"] == d.tokens_saved
     inline = [Candidate("x", description="x" * 400)]  # not a loaded catalog: counted per request
-    assert log.record("/v1/select", "q", inline, _turn(("x",))).tokens_all == definition_tokens(inline[0])
+    assert log.record("/v1/select", "q", inline, _turn(("x",))).tokens_all == tool_tokens(inline[:1])
     long = log.record("/v1/select", "z" * 1000, CANDS, _turn(()))
     assert len(long.query) == MAX_QUERY_CHARS and long.query.endswith("…")
     with pytest.raises(ValueError, match="capacity"):

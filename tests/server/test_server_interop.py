@@ -14,8 +14,8 @@ import pytest
 
 from shortlist.embeddings.default import default_embedder
 from shortlist.events import Event, event_hooks
-from shortlist.reduction.counting import TiktokenCounter
 from shortlist.server import ServerSettings
+from shortlist.tokens import TiktokenCounter
 from shortlist.types import Candidate, Query
 
 MODEL = "all-MiniLM-L6-v2"

@@ -10,8 +10,8 @@ import pytest
 from server_helpers import EXAMPLE_CATALOG
 
 from shortlist.events import Event, add_event_hook, remove_event_hook
+from shortlist.offer import OfferPolicy, OfferState, ToolSession
 from shortlist.selection.facade import Shortlist
-from shortlist.selection.session import OfferPolicy, OfferState, ToolSession
 
 CATALOGS = {"example": str(EXAMPLE_CATALOG)}
 
@@ -87,13 +87,20 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factor
 
 def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_factory: Any) -> None:
     with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
-        first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris", "k": 2, "hot": 2}).json()
+        body = {"catalog": "example", "query": "weather in Paris", "k": 2, "hot": 2, "format": "anthropic"}
+        first = c.post("/v1/offer", json=body).json()
         assert first["policy"] == "deferred" and first["search_tool"] is True and first["reason"] == "first_turn"
         assert "get_weather_forecast" in first["block"] and "memory__recall" in first["block"]  # pinned
         assert "send_email" in first["deferred"]
         found = c.post(
             "/v1/offer/search",
-            json={"catalog": "example", "query": "send an email", "k": 1, "state": first["state"]},
+            json={
+                "catalog": "example",
+                "query": "send an email",
+                "k": 1,
+                "state": first["state"],
+                "policy": "deferred",
+            },
         ).json()
         assert [t["id"] for t in found["tools"]] == ["send_email"] and found["fallback"] is None
         tool = found["tools"][0]
@@ -101,12 +108,13 @@ def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_fac
         assert tool["parameters"]["type"] == "object"
         assert found["state"]["loaded"] == ["send_email"] and found["state"]["block"] == first["state"]["block"]
         nxt = c.post(
-            "/v1/offer", json={"catalog": "example", "query": "thanks", "state": found["state"], "k": 2}
+            "/v1/offer",
+            json={"catalog": "example", "query": "thanks", "state": found["state"], "k": 2, "format": "anthropic"},
         ).json()
         assert nxt["changed"] is False and nxt["loaded"] == ["send_email"] and "send_email" not in nxt["deferred"]
         again = c.post(  # what is already available is never found again
             "/v1/offer/search",
-            json={"catalog": "example", "query": "send an email", "k": 1, "state": nxt["state"]},
+            json={"catalog": "example", "query": "send an email", "k": 1, "state": nxt["state"], "format": "anthropic"},
         ).json()
         assert "send_email" not in [t["id"] for t in again["tools"]]
         stable = c.post(
@@ -194,7 +202,10 @@ def test_a_bad_state_answers_400_with_the_field(server_factory: Any, state: Any,
 def test_tools_the_catalog_no_longer_holds_are_dropped_from_the_state(server_factory: Any) -> None:
     state = {"block": ["memory__recall", "gone_tool"], "loaded": ["send_email", "x"], "turns": 1}
     with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
-        r = c.post("/v1/offer", json={"catalog": "example", "query": "email", "state": state, "prefetch": 0})
+        r = c.post(
+            "/v1/offer",
+            json={"catalog": "example", "query": "email", "state": state, "prefetch": 0, "policy": "deferred"},
+        )
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["block"] == ["memory__recall"] and body["changed"] and body["reason"] == "catalog_changed"
@@ -251,3 +262,24 @@ def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path
         ).json()
         assert found["fallback"] is not None  # ranked lexically instead, never the whole catalog
         assert found["tools"][0]["id"] == "get_weather_forecast" and len(found["tools"]) == 2
+
+
+def test_one_default_policy_per_format_as_the_runtime_decides(server_factory: Any) -> None:
+    """Left at defaults, /v1/offer offers an OpenAI conversation what the runtime offers it."""
+    from shortlist.offer import default_policy
+    from shortlist.runtime import Conversation, Pack
+
+    messages = [{"role": "user", "content": "what is the weather forecast in Paris tomorrow"}]
+    with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+        plain = c.post("/v1/offer", json={"catalog": "example", "messages": messages}).json()
+        anthropic = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "anthropic"}).json()
+        bad = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "gemini"})
+    assert plain["policy"] == default_policy("openai") == "stable"
+    assert anthropic["policy"] == default_policy("anthropic") == "deferred"
+    assert bad.status_code == 422
+    for fmt in ("openai", "anthropic"):
+        conversation = Conversation(Pack(), model=lambda request: {}, format=fmt, tool_selector="bm25")
+        try:
+            assert conversation.session.policy == default_policy(fmt)
+        finally:
+            conversation.close()

@@ -390,10 +390,10 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
     from shortlist.errors import ConfigError
     from shortlist.eval.conversations import CostModel, run_conversation_eval
     from shortlist.eval.datasets import load_tools
+    from shortlist.offer import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
     from shortlist.selection.cousage import CoUsage
     from shortlist.selection.facade import Shortlist
     from shortlist.selection.registry import create_builtin_selector
-    from shortlist.selection.session import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
 
     if len(names) > 1:
         raise ConfigError("--compare is for tool-retrieval datasets; a conversation dataset takes one --selector")

@@ -1,6 +1,6 @@
 """``shortlist offer``: decide one turn's tool offer of a conversation, statelessly.
 
-The CLI face of :mod:`shortlist.selection.session`, like ``POST /v1/offer``: it reads the
+The CLI face of :mod:`shortlist.offer`, like ``POST /v1/offer``: it reads the
 previous turn's offer state (``--state FILE``), decides this turn's offer (or, with
 ``--search``, runs the model's ``find_tools`` search) and prints the offer with the new state,
 which the caller passes back next turn (``--save-state FILE`` writes it).
@@ -33,7 +33,17 @@ def register(sub: Any) -> None:
     p.add_argument("--catalog", help="tool definitions (OpenAI, Anthropic, MCP, candidates)")
     p.add_argument("--selector", help="selector name (default: the config's binding, else the default)")
     p.add_argument("--config", help="runtime.yaml")
-    p.add_argument("--policy", choices=["per_turn", "stable", "deferred"], default="deferred")
+    p.add_argument(
+        "--format",
+        choices=["openai", "anthropic"],
+        default="openai",
+        help="the request format the conversation is sent in; it decides the default policy (default openai)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=["per_turn", "stable", "deferred"],
+        help="the offer policy (default: the format's: stable for openai, deferred for anthropic)",
+    )
     p.add_argument("--k", type=int, default=5, help="tools ranked per turn (default 5)")
     p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 3)")
     p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
@@ -58,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``shortlist offer``."""
     from shortlist.adapters.catalog import load_catalog
     from shortlist.errors import ConfigError
+    from shortlist.offer import OfferState, ToolSession, default_policy
     from shortlist.selection.facade import DEFAULT, Shortlist
-    from shortlist.selection.session import OfferState, ToolSession
 
     if (args.query is None) == (args.messages is None) and args.search is None:
         raise ConfigError("offer needs exactly one of QUERY or --messages (or --search QUERY)")
@@ -72,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
             catalog = load_catalog(path)
     state = OfferState.from_dict(_read_json(args.state, "offer state")) if args.state else OfferState()
     with Shortlist(catalog, selector=args.selector or DEFAULT, config=args.config) as sl:
-        session = ToolSession(sl, policy=args.policy, k=args.k, prefetch=args.prefetch, hot=args.hot, state=state)
+        policy = args.policy or default_policy(args.format)
+        session = ToolSession(sl, policy=policy, k=args.k, prefetch=args.prefetch, hot=args.hot, state=state)
         if args.search is not None:
             found = session.search(args.search, prefix_tokens=args.prefix_tokens)
             out: dict[str, Any] = {

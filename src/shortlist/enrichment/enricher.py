@@ -35,6 +35,7 @@ from shortlist.events import Event, emit
 from shortlist.model_guard import is_test_double, model_requests_blocked
 from shortlist.progress import report as progress_report
 from shortlist.runtime.model import ChatModel
+from shortlist.tokens import estimate_tokens
 from shortlist.types import Candidate
 
 __all__ = [
@@ -397,7 +398,7 @@ class CatalogEnricher:
                 continue
             report.requests += 1
             if usage is None:
-                usage = ((len(_SYSTEM) + len(prompt)) // 4, len(text) // 4)
+                usage = (estimate_tokens(len(_SYSTEM) + len(prompt)), estimate_tokens(text))
                 report.estimated_tokens = True
             report.prompt_tokens += usage[0]
             report.completion_tokens += usage[1]

@@ -4,7 +4,7 @@ A conversation dataset is ``tools.jsonl`` (the catalog) plus ``conversations.jso
 conversation a line, ``{"cid", "turns": [{"user", "calls": [{"name", "arguments"}]}]}``. A
 turn's gold tools are the distinct names of its calls. Each conversation is replayed turn by
 turn for every strategy (``all``, ``per_turn``, ``stable``, ``deferred``) through the public
-:class:`~shortlist.selection.session.ToolSession`, with the history rebuilt as a model would
+:class:`~shortlist.offer.ToolSession`, with the history rebuilt as a model would
 have seen it: the user message, an assistant message carrying the turn's calls, one short
 tool result per call.
 
@@ -40,9 +40,7 @@ from tqdm import tqdm
 
 from shortlist.errors import CatalogError, ConfigError
 from shortlist.eval.datasets import load_tools
-from shortlist.eval.runner import make_counter
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.session import (
+from shortlist.offer import (
     PREFETCH_QUERY,
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
@@ -50,8 +48,9 @@ from shortlist.selection.session import (
     OfferPolicy,
     Prices,
     ToolSession,
-    definition_text,
 )
+from shortlist.selection.cousage import CoUsage
+from shortlist.tokens import default_counter, definition_text
 from shortlist.types import Candidate
 
 __all__ = [
@@ -329,7 +328,7 @@ def run_conversation_eval(
     cases = load_conversations(root / "conversations.jsonl", [c.id for c in catalog])
     if limit is not None:
         cases = cases[:limit]
-    counter = make_counter()
+    counter = default_counter()
     model = cost_model or CostModel()
     report: dict[str, Any] = {
         "conversations": len(cases),

@@ -11,11 +11,12 @@ duplicate id, empty catalog, gold naming an unknown tool) is a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shortlist._records import EvalQuery, load_queries, records, string_field, string_list
 from shortlist.errors import CatalogError
 from shortlist.types import Candidate
 
@@ -28,25 +29,6 @@ __all__ = [
     "load_tools",
     "write_dataset",
 ]
-
-DEFAULT_SPLIT = "all"
-
-
-@dataclass(frozen=True, slots=True)
-class EvalQuery:
-    """One evaluation query.
-
-    Args:
-        qid: unique query id.
-        text: the user's request.
-        gold: the ids of the tools that answer it (empty: no tool applies).
-        split: the subset it belongs to (``"all"`` when the file gives none).
-    """
-
-    qid: str
-    text: str
-    gold: tuple[str, ...]
-    split: str = DEFAULT_SPLIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,47 +51,6 @@ class Dataset:
         return tuple(dict.fromkeys(q.split for q in self.queries))
 
 
-def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CatalogError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"{path}: cannot read: {exc}") from exc
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CatalogError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
-        if not isinstance(obj, dict):
-            raise CatalogError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        yield lineno, obj
-
-
-def _string(obj: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> str:
-    if key not in obj:
-        if required:
-            raise CatalogError(f"{where}: missing field {key!r}")
-        return ""
-    value = obj[key]
-    if not isinstance(value, str):
-        raise CatalogError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _string_list(obj: Mapping[str, Any], key: str, where: str, *, required: bool) -> tuple[str, ...]:
-    if key not in obj:
-        if required:
-            raise CatalogError(f"{where}: missing field {key!r}")
-        return ()
-    value = obj[key]
-    if not isinstance(value, list) or any(not isinstance(v, str) for v in value):
-        raise CatalogError(f"{where}: field {key!r} must be a list of strings")
-    return tuple(value)
-
-
 def load_tools(path: str | Path) -> tuple[Candidate, ...]:
     """Read and validate a ``tools.jsonl`` catalog.
 
@@ -120,61 +61,27 @@ def load_tools(path: str | Path) -> tuple[Candidate, ...]:
     path = Path(path)
     tools: list[Candidate] = []
     seen: dict[str, int] = {}
-    for lineno, obj in _records(path):
+    for lineno, obj in records(path):
         where = f"{path}:{lineno}"
-        tid = _string(obj, "id", where)
+        tid = string_field(obj, "id", where)
         if not tid.strip():
             raise CatalogError(f"{where}: field 'id' must not be empty")
         if tid in seen:
             raise CatalogError(f"{where}: duplicate tool id {tid!r} (first on line {seen[tid]})")
         seen[tid] = lineno
-        name = _string(obj, "name", where)
-        description = _string(obj, "description", where)
+        name = string_field(obj, "name", where)
+        description = string_field(obj, "description", where)
         params = obj.get("parameters")
         if params is not None and not isinstance(params, dict):
             raise CatalogError(f"{where}: field 'parameters' must be a JSON Schema object")
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise CatalogError(f"{where}: field 'metadata' must be an object")
-        examples = _string_list(obj, "examples", where, required=False)
+        examples = string_list(obj, "examples", where, required=False)
         tools.append(Candidate(tid, name, description, metadata, params, examples))
     if not tools:
         raise CatalogError(f"{path}: empty catalog (no tools)")
     return tuple(tools)
-
-
-def load_queries(path: str | Path, tool_ids: Sequence[str] | None = None) -> tuple[EvalQuery, ...]:
-    """Read and validate a ``queries.jsonl`` file.
-
-    Args:
-        path: the file.
-        tool_ids: when given, every gold id must be one of these.
-
-    Raises:
-        CatalogError: unreadable file, bad JSON, missing or mistyped field, duplicate qid,
-            unknown gold id, or no query at all.
-    """
-    path = Path(path)
-    known = set(tool_ids) if tool_ids is not None else None
-    queries: list[EvalQuery] = []
-    seen: dict[str, int] = {}
-    for lineno, obj in _records(path):
-        where = f"{path}:{lineno}"
-        qid = _string(obj, "qid", where)
-        if qid in seen:
-            raise CatalogError(f"{where}: duplicate qid {qid!r} (first on line {seen[qid]})")
-        seen[qid] = lineno
-        text = _string(obj, "text", where)
-        gold = tuple(dict.fromkeys(_string_list(obj, "gold", where, required=True)))
-        if known is not None:
-            unknown = [g for g in gold if g not in known]
-            if unknown:
-                raise CatalogError(f"{where}: gold names unknown tool id(s) {unknown}")
-        split = _string(obj, "split", where, required=False) or DEFAULT_SPLIT
-        queries.append(EvalQuery(qid, text, gold, split))
-    if not queries:
-        raise CatalogError(f"{path}: no queries")
-    return tuple(queries)
 
 
 def load_dataset(directory: str | Path) -> Dataset:

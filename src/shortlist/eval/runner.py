@@ -30,7 +30,7 @@ from shortlist.eval.metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall
 from shortlist.rankers.base import Ranker
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, narrow
-from shortlist.selection.session import definition_text
+from shortlist.tokens import default_counter, definition_text
 from shortlist.types import Query
 
 __all__ = [
@@ -38,8 +38,6 @@ __all__ = [
     "QueryOutcome",
     "abstention_curve",
     "by_name",
-    "definition_text",
-    "make_counter",
     "run_eval",
     "summarise",
 ]
@@ -83,23 +81,6 @@ class QueryOutcome:
     fallback: str | None = None
 
 
-class _Approx:
-    name = "approx:len(json)/4"
-
-    def count(self, text: str) -> int:
-        return max(1, round(len(text) / 4))
-
-
-def make_counter() -> Any:
-    """The token counter of the report: offline tiktoken ``o200k_base``, else ``len(json)/4``."""
-    try:
-        from shortlist.reduction.counting import TiktokenCounter
-
-        return TiktokenCounter("o200k_base")
-    except Exception:  # any failure falls back to the approximation (named in the report)
-        return _Approx()
-
-
 def _ranking_selector(selector: Selector) -> Selector:
     if isinstance(selector, Ranker) and selector.abstention is not None:
         twin = copy.copy(selector)  # shares the index caches; only the policy differs
@@ -132,7 +113,7 @@ def run_eval(
         limit: evaluate only the first ``limit`` queries.
         progress: show a progress bar on stderr.
         pins: the pin policy of the abstaining view (default: no pins).
-        counter: a token counter (``.name``, ``.count(text)``); default :func:`make_counter`.
+        counter: a token counter (``.name``, ``.count(text)``); default :func:`shortlist.tokens.default_counter`.
         on_query: called with each query's outcome.
         confidence: also record each query's best confidence score (one more scoring call per
             query, rankers only) for :func:`abstention_curve`.
@@ -151,7 +132,7 @@ def run_eval(
     if train:
         tools, examples_added = apply_train_examples(tools, train)
     queries = dataset.queries[:limit] if limit else dataset.queries
-    counter = counter or make_counter()
+    counter = counter or default_counter()
     def_tokens = {c.id: counter.count(definition_text(c)) for c in dataset.tools}
     rank_k = max(10, k)
     ranker_view = _ranking_selector(selector)

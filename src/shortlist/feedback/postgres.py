@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from shortlist._records import load_queries
 from shortlist.errors import CatalogError, MissingDependencyError
 from shortlist.feedback.store import Dialect, FeedbackStore, _ids
 from shortlist.types import Candidate, Query
@@ -173,8 +174,6 @@ class PostgresFeedbackStore(FeedbackStore):
 
     def import_jsonl(self, path: str | Path, *, kind: str = "tool") -> int:
         """See :meth:`FeedbackStore.import_jsonl` (one transaction; idempotent per ``qid`` across replicas)."""
-        from shortlist.eval.datasets import load_queries
-
         queries = load_queries(path)
         source = Path(path).name
         rows = [(q, f"{source}:{q.qid}") for q in queries if q.gold and q.text.strip()]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shortlist._records import load_queries
 from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist.errors import CatalogError
 from shortlist.types import Candidate, Query
@@ -223,8 +224,6 @@ class FeedbackStore:
         Raises:
             CatalogError: the file cannot be read or a line is not a valid record.
         """
-        from shortlist.eval.datasets import load_queries
-
         queries = load_queries(path)
         source = Path(path).name
         rows = [(q, f"{source}:{q.qid}") for q in queries if q.gold and q.text.strip()]

@@ -7,12 +7,12 @@ adapter turns the tools into candidates once (:meth:`ToolNarrower.catalog`), ask
 * The offer policy (``policy``) says how the tools change across a conversation. Providers cache
   prompts by prefix, tools first: a tools list that changes re-bills the whole system prompt and
   history behind it, so the default is ``stable``
-  (:func:`~shortlist.selection.session.decide_offer`): the tools are decided at the
+  (:func:`~shortlist.offer.decide_offer`): the tools are decided at the
   conversation's **first** user message (the whole catalog when carrying it costs less than the
-  re-writes narrowing is expected to force, :meth:`~shortlist.selection.session.Prices.worth_widening`,
+  re-writes narrowing is expected to force, :meth:`~shortlist.offer.Prices.worth_widening`,
   on an estimate of the system prompt and history, characters / 4), stay fixed on later turns,
   and grow only by the tools ``find_tools`` found or by ``stable``'s
-  :meth:`~shortlist.selection.session.Prices.worth_changing` rule. ``per_turn`` re-selects on
+  :meth:`~shortlist.offer.Prices.worth_changing` rule. ``per_turn`` re-selects on
   every user message (the tools change whenever the ranking does). The adapters pass the
   conversation they see (:class:`Conversation`: its user messages, the size of what precedes
   each, the tools searches found), so the decision is derived from it on every call with no
@@ -23,7 +23,7 @@ adapter turns the tools into candidates once (:meth:`ToolNarrower.catalog`), ask
   raises, times out or answers nothing leaves the call with **all** the tools, as an event.
 * The escape hatch is a ``find_tools`` tool (:data:`SEARCH_TOOL_NAME`) the adapter adds to the
   agent: it ranks the whole catalog for the model's own description
-  (:func:`~shortlist.selection.session.search_tools`; a failing selector falls back to a lexical
+  (:func:`~shortlist.offer.search_tools`; a failing selector falls back to a lexical
   ranking) and answers a JSON list of tools. The adapters read the names back from the
   conversation's tool results (:func:`found_in`), so the found tools are offered on every later
   call of the conversation with no state kept between calls (one adapter serves concurrent runs).
@@ -41,20 +41,19 @@ from typing import Any, Literal
 
 from shortlist.errors import ConfigError
 from shortlist.events import EventHook
-from shortlist.selection.base import Selector
-from shortlist.selection.facade import DEFAULT, Shortlist
-from shortlist.selection.narrowing import TurnSelection
-from shortlist.selection.session import (
+from shortlist.offer import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     SEARCH_TOOL_PARAMETERS,
     OfferState,
     Prices,
     decide_offer,
-    definition_tokens,
     search_tools,
 )
-from shortlist.types import Candidate, Query
+from shortlist.selection.base import Selector
+from shortlist.selection.facade import DEFAULT, Shortlist
+from shortlist.tokens import estimate_tokens, tool_tokens
+from shortlist.types import Candidate, Query, TurnSelection
 
 __all__ = [
     "SEARCH_TOOL_DESCRIPTION",
@@ -126,7 +125,7 @@ class Conversation:
 
     def user(self, text: str) -> Conversation:
         """A user message: a new turn."""
-        self.turns.append((text, self.chars // 4, tuple(self.found)))
+        self.turns.append((text, estimate_tokens(self.chars), tuple(self.found)))
         self.chars += len(text)
         return self
 
@@ -193,7 +192,7 @@ class ToolNarrower:
             its decision.
         prices: cache prices for ``stable``'s widening and change rules (default :class:`Prices`).
         horizon: ``stable``: model calls a conversation is expected to make (see
-            :func:`~shortlist.selection.session.decide_offer`).
+            :func:`~shortlist.offer.decide_offer`).
     """
 
     def __init__(
@@ -405,7 +404,7 @@ class ToolNarrower:
 
     def search(self, candidates: tuple[Candidate, ...], query: str) -> tuple[Candidate, ...]:
         """The tools ``find_tools`` returns for the model's ``query`` (a ``selection.tool_searched`` event)."""
-        found, _ = search_tools(
+        return search_tools(
             self.shortlist,
             OfferState(),
             query,
@@ -413,8 +412,7 @@ class ToolNarrower:
             candidates=candidates,
             k=self.search_k,
             hooks=self._extra_hooks,
-        )
-        return found
+        ).found
 
     @staticmethod
     def search_result(found: Sequence[Candidate]) -> str:
@@ -437,8 +435,8 @@ class ToolNarrower:
 
     @staticmethod
     def definition_tokens(candidates: Iterable[Candidate]) -> int:
-        """An estimate of the tokens ``candidates``' definitions take in a request."""
-        return sum(definition_tokens(c) for c in candidates)
+        """The tokens ``candidates``' definitions take in a request (:func:`shortlist.tokens.tool_tokens`)."""
+        return tool_tokens(candidates)
 
     def close(self) -> None:
         """Close the selectors this narrower built (nothing when it was given a ``shortlist``)."""

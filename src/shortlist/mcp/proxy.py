@@ -3,20 +3,24 @@
 The proxy connects to the upstream servers (:class:`~shortlist.mcp.client.MCPClient`) and
 offers its own client:
 
-* a **narrowed tool list**: the ``search_tools`` tool, the tools matching ``always_include``
-  patterns, the tools this session's searches surfaced, then the tools earlier sessions'
-  searches found for the same upstream servers (most recent first, at most ``max_offered``);
-  it never lists every upstream tool. The found tools persist per catalog in a small JSON
-  file (``state_path``), so a client that validates a name against ``tools/list`` before
-  calling it (MCP Inspector 2.x) can call, in a new session, a tool an earlier search found
-  (:meth:`MCPProxy.listed` takes a ``session`` key for transports that serve several);
+* a **narrowed tool list**: the ``find_tools`` tool, then the session's tools block, an
+  :class:`~shortlist.offer.OfferState` as the runtime keeps one: the tools matching the
+  ``always_include`` patterns (a :class:`~shortlist.selection.narrowing.PinPolicy`), the tools
+  earlier sessions' searches found for the same upstream servers (most recent first), then the
+  tools this session's searches found (at most ``max_offered`` besides the pins); it never lists
+  every upstream tool. The found tools persist per catalog in a small JSON file
+  (``state_path``, an offer state), so a client that validates a name against ``tools/list``
+  before calling it (MCP Inspector 2.x) can call, in a new session, a tool an earlier search
+  found (:meth:`MCPProxy.listed` takes a ``session`` key for transports that serve several);
 * **start-up**: ``initialize`` is answered at once; the upstream servers connect in the
   background, and ``tools/list`` and ``tools/call`` wait for them (an upstream that fails to
   start is an :class:`UpstreamFailed` event, and its tools are missing from the list);
 * ``notifications/tools/list_changed`` is sent after a search only when the list changed;
-* ``search_tools{query, k?}``: narrows every upstream tool for ``query`` with the bound
-  selector (MCP unpinned, see :func:`~shortlist.mcp.tools.mcp_policy`) and returns the top
-  tools with their input schemas; they join this session's tool list, and the proxy sends
+* ``find_tools{query, k?}``: the one tool search (:func:`~shortlist.offer.search_tools`, as
+  the runtime's): the bound selector (MCP unpinned, see :func:`~shortlist.mcp.tools.mcp_policy`)
+  ranks the upstream tools the session's list does not hold yet, so a repeated search pages on
+  through the rest; a failing selector falls back to a lexical ranking. The found tools, with
+  their input schemas, join the session's list, and the proxy sends
   ``notifications/tools/list_changed`` so the client lists again;
 * **forwarding**: a call to ``mcp__<server>__<tool>`` goes to that upstream (with the
   client's reconnect policy). A tool that exists upstream is forwarded even if it was not
@@ -28,7 +32,7 @@ offers its own client:
   rank the upstream tools enriched with the log's examples
   (:meth:`~shortlist.feedback.FeedbackStore.enrich`), so the next searches, in this session
   or the next, learn from it. Each search is a
-  :class:`~shortlist.selection.session.ToolSearched` event, each recorded use a
+  :class:`~shortlist.offer.ToolSearched` event, each recorded use a
   :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call
   still goes through).
 """
@@ -37,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
 import hashlib
 import json
 import logging
@@ -45,36 +48,37 @@ import os
 import tempfile
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, emit
 from shortlist.mcp.client import MCPClient
 from shortlist.mcp.tools import mcp_policy, parse_tool_name
+from shortlist.offer import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS, OfferState, search_tools
 from shortlist.selection.base import Selector
-from shortlist.selection.narrowing import NarrowingPolicy, anarrow
-from shortlist.selection.session import ToolSearched
-from shortlist.types import Candidate, Query
+from shortlist.selection.facade import Shortlist
+from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy
+from shortlist.types import Candidate
 
 if TYPE_CHECKING:
     from shortlist.feedback.store import FeedbackStore
 
-__all__ = ["SEARCH_TOOLS", "FeedbackFailed", "FoundToolCalled", "MCPProxy", "UpstreamFailed", "default_state_path"]
+__all__ = ["FeedbackFailed", "FoundToolCalled", "MCPProxy", "UpstreamFailed", "default_state_path"]
 
 logger = logging.getLogger("shortlist.mcp")
 
-SEARCH_TOOLS = "search_tools"
-
+#: The search tool's input schema: the one search tool's, plus how many tools to return.
 _SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
+    **SEARCH_TOOL_PARAMETERS,
     "properties": {
-        "query": {"type": "string", "description": "What you want to do, in plain words."},
+        **SEARCH_TOOL_PARAMETERS["properties"],
         "k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many tools to return."},
     },
-    "required": ["query"],
     "additionalProperties": False,
 }
+#: The state file's layout: ``{"version": 2, "offer": OfferState}`` (version 1 held ``{"found": [ids]}``).
+_STATE_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +145,8 @@ class MCPProxy:
 
     Args:
         client: the started upstream client.
-        selector: the selector that ranks tools for ``search_tools`` (None: the first ``k``).
+        selector: the selector that ranks tools for ``find_tools`` (None, or a failing one: a
+            lexical ranking).
         k: tools returned by a search (when the caller gives no ``k``).
         policy: the base narrowing policy (``mcp`` is unpinned from it).
         always_include: ``fnmatch`` patterns of prefixed tool names always listed.
@@ -170,10 +175,13 @@ class MCPProxy:
         self.selector = selector
         self.k = k
         self.policy = mcp_policy(policy)
-        self.always_include = tuple(always_include)
+        self.pins = PinPolicy(namespaces=(), always_include=tuple(always_include), pin_wildcards=False)
+        self.always_include = self.pins.always_include
         self.max_offered = max_offered
         self.feedback = feedback
-        self._offered: dict[int, dict[str, None]] = {}  # session key -> tool ids, most recent last
+        # the one binding the search ranks with (the upstream tools are passed on each search)
+        self.binding = Shortlist(selector=selector, policy=self.policy)
+        self._states: dict[int, OfferState] = {}  # session key -> its tools block
         self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
         self.state_path = Path(state_path) if state_path is not None else None
         self._known: dict[str, None] = dict.fromkeys(self._load_state())  # found by any session, most recent last
@@ -181,6 +189,7 @@ class MCPProxy:
         self._failed: set[str] = set()
 
     def _load_state(self) -> list[str]:
+        """The tools earlier sessions found, most recent last (the state file's offer block)."""
         if self.state_path is None:
             return []
         try:
@@ -190,8 +199,16 @@ class MCPProxy:
         except (OSError, ValueError) as exc:  # a broken file costs the list its history, nothing more
             logger.warning("mcp-proxy state %s ignored: %s", self.state_path, exc)
             return []
-        found = doc.get("found") if isinstance(doc, dict) else None
-        return [i for i in found if isinstance(i, str)] if isinstance(found, list) else []
+        if not isinstance(doc, dict):
+            return []
+        if doc.get("version") == 1:  # an earlier proxy's file: a plain list of found ids
+            found = doc.get("found")
+            return [i for i in found if isinstance(i, str)] if isinstance(found, list) else []
+        try:
+            return list(OfferState.from_dict(doc.get("offer")).block)
+        except Exception as exc:  # not an offer state: the list loses its history, nothing more
+            logger.warning("mcp-proxy state %s ignored: %s", self.state_path, exc)
+            return []
 
     def _save_state(self, ids: Sequence[str]) -> None:
         """Merge ``ids`` (newest last) into the state file, atomically (another process may share it)."""
@@ -201,12 +218,12 @@ class MCPProxy:
         for i in ids:
             merged.pop(i, None)
             merged[i] = None
-        keep = list(merged)[-self.max_offered :]
+        keep = OfferState(block=tuple(merged)[-self.max_offered :])
         try:
             self.state_path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.state_path.parent, prefix=".proxy-", suffix=".json")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": 1, "found": keep}, fh)
+                json.dump({"version": _STATE_VERSION, "offer": keep.to_dict()}, fh)
             os.replace(tmp, self.state_path)
         except OSError as exc:  # the list still holds them for this process
             logger.warning("mcp-proxy state %s not written: %s", self.state_path, exc)
@@ -238,47 +255,59 @@ class MCPProxy:
         return [c for tools in lists for c in tools]
 
     def search_tool(self) -> Candidate:
-        """The ``search_tools`` tool definition."""
-        return Candidate(
-            id=SEARCH_TOOLS,
-            description="Find the tools for a task among every tool of the connected MCP servers. Returns the "
-            "best matches with their input schemas; they are then added to your tool list.",
-            parameters=_SEARCH_SCHEMA,
-        )
+        """The ``find_tools`` tool definition (the one search tool's name and description)."""
+        return Candidate(id=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, parameters=_SEARCH_SCHEMA)
+
+    def _state(self, session: int, tools: Sequence[Candidate]) -> OfferState:
+        """``session``'s offer state; a new session's block is the pins, then what earlier searches found."""
+        state = self._states.get(session)
+        if state is None:
+            ids = {c.id for c in tools}
+            pinned = tuple(c.id for c in tools if self.pins.is_pinned(c.id))
+            known = tuple(i for i in reversed(self._known) if i in ids and i not in pinned)
+            state = self._states[session] = OfferState(block=pinned + known[: self.max_offered])
+        return state
+
+    def _capped(self, state: OfferState) -> OfferState:
+        """At most ``max_offered`` found tools in the block besides the pins (the oldest go)."""
+        found = [i for i in state.block if not self.pins.is_pinned(i)]
+        if len(found) <= self.max_offered:
+            return state
+        drop = set(found[: len(found) - self.max_offered])
+        return replace(state, block=tuple(i for i in state.block if i not in drop))
 
     async def listed(self, session: int = 0) -> list[Candidate]:
-        """What ``tools/list`` shows to ``session``: search_tools, pins, then searched tools."""
-        tools = {c.id: c for c in await self.tools()}
-        ids = [i for i in tools if any(fnmatch.fnmatchcase(i, p) for p in self.always_include)]
-        pinned = len(ids)
-        for i in [*reversed(self._offered.get(session, {})), *reversed(self._known)]:
-            if i in tools and i not in ids and len(ids) - pinned < self.max_offered:
-                ids.append(i)
-        return [self.search_tool(), *(tools[i] for i in ids)]
+        """What ``tools/list`` shows to ``session``: ``find_tools``, then its tools block."""
+        tools = await self.tools()
+        by_id = {c.id: c for c in tools}
+        block = self._state(session, tools).block
+        return [self.search_tool(), *(by_id[i] for i in block if i in by_id)]
 
     async def search(self, query: str, k: int | None = None, *, session: int = 0) -> dict[str, Any]:
-        """Narrow every upstream tool for ``query``; the results join ``session``'s list.
+        """Search the upstream tools ``session``'s list does not hold yet; the found ones join it.
+
+        The one tool search (:func:`~shortlist.offer.search_tools`, a ``selection.tool_searched``
+        event): a repeated search pages on; a failing selector falls back to a lexical ranking.
 
         Returns:
             ``{"query", "tools": [{"name", "description", "inputSchema", "score"?}], "fallback", "selector"}``.
         """
         k = max(1, min(int(k or self.k), 50))
-        candidates = await self.tools()
+        tools = await self.tools()
+        candidates = tools
         if self.feedback is not None:  # what the model used after earlier searches ranks with the tool
             try:
-                candidates = self.feedback.enrich(candidates, kind="tool")
+                candidates = self.feedback.enrich(tools, kind="tool")
             except Exception as exc:  # a broken log costs the search its examples, nothing more
                 emit(FeedbackFailed(what="examples", error=f"{type(exc).__name__}: {exc}"))
-        turn = await anarrow(self.selector, Query(text=query, kind="tool", k=k), candidates, self.policy)
-        chosen = list(turn.surfaced[:k])
-        offered = self._offered.setdefault(session, {})
-        for c in reversed(chosen):
-            offered.pop(c.id, None)
-            offered[c.id] = None
-        while len(offered) > self.max_offered:
-            offered.pop(next(iter(offered)))
+        state = self._state(session, tools)
+        result = await asyncio.to_thread(
+            search_tools, self.binding, state, query, policy="stable", candidates=candidates, k=k
+        )
+        self._states[session] = self._capped(result.state)
+        chosen = list(result.found)
         ids = tuple(c.id for c in chosen)
-        found_ids = [i for i in reversed(ids) if not self._pinned(i)]
+        found_ids = [i for i in ids if not self.pins.is_pinned(i)]
         for i in found_ids:
             self._known.pop(i, None)
             self._known[i] = None
@@ -286,26 +315,22 @@ class MCPProxy:
             self._known.pop(next(iter(self._known)))
         if found_ids:
             await asyncio.to_thread(self._save_state, found_ids)
-        emit(ToolSearched(query=query, found=ids, fallback=turn.fallback))
         search = _Search(query=query, key=uuid.uuid4().hex, found=ids)
         found = self._found.setdefault(session, {})
-        for i in ids:
-            if not self._pinned(i):
-                found.pop(i, None)
-                found[i] = search
+        for i in found_ids:
+            found.pop(i, None)
+            found[i] = search
         while len(found) > self.max_offered:
             found.pop(next(iter(found)))
         await self._record("search", search.query, ids, (), f"mcp-search:{search.key}")
-        tools = []
+        scores = result.scores or {}
+        listed = []
         for c in chosen:
             item: dict[str, Any] = {"name": c.id, "description": c.description, "inputSchema": dict(c.parameters or {})}
-            if c.id in turn.scores:
-                item["score"] = turn.scores[c.id]
-            tools.append(item)
-        return {"query": query, "tools": tools, "fallback": turn.fallback, "selector": turn.selector}
-
-    def _pinned(self, tool: str) -> bool:
-        return any(fnmatch.fnmatchcase(tool, p) for p in self.always_include)
+            if c.id in scores:
+                item["score"] = scores[c.id]
+            listed.append(item)
+        return {"query": query, "tools": listed, "fallback": result.fallback, "selector": result.selector}
 
     async def called(self, tool: str, *, session: int = 0) -> bool:
         """Note that the model called ``tool``; a tool a search found is recorded as a use for its query.
@@ -352,13 +377,13 @@ class MCPProxy:
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
             args = dict(params.arguments or {})
-            if params.name == SEARCH_TOOLS:
+            if params.name == SEARCH_TOOL_NAME:
                 query = args.get("query")
                 if not isinstance(query, str) or not query.strip():
-                    return error("search_tools needs a non-empty 'query' string")
+                    return error(f"{SEARCH_TOOL_NAME} needs a non-empty 'query' string")
                 raw_k = args.get("k")
                 if raw_k is not None and (isinstance(raw_k, bool) or not isinstance(raw_k, int)):
-                    return error("search_tools: 'k' must be an integer")
+                    return error(f"{SEARCH_TOOL_NAME}: 'k' must be an integer")
                 before = [c.id for c in await self.listed()]
                 found = await self.search(query, raw_k)
                 if [c.id for c in await self.listed()] != before:  # notify only a list that changed
@@ -371,10 +396,10 @@ class MCPProxy:
                     structured_content=found,
                 )
             if parse_tool_name(params.name) is None:
-                return error(f"unknown tool {params.name!r}; use search_tools to find tools")
+                return error(f"unknown tool {params.name!r}; use {SEARCH_TOOL_NAME} to find tools")
             known = {c.id for c in await self.tools()}
             if params.name not in known:
-                return error(f"unknown tool {params.name!r}; use search_tools to find tools")
+                return error(f"unknown tool {params.name!r}; use {SEARCH_TOOL_NAME} to find tools")
             await self.called(params.name)
             try:
                 result = await self.client.call(params.name, args)

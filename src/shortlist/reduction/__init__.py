@@ -38,14 +38,6 @@ from shortlist.reduction.contract import (
     ReductionCancelled,
     current_goal,
 )
-from shortlist.reduction.counting import (
-    CachedCounter,
-    HeuristicCounter,
-    TiktokenCounter,
-    TokenCounter,
-    counter_for_model,
-    register_model_counter,
-)
 from shortlist.reduction.events import (
     ReductionApplied,
     ReductionBudgetExceeded,
@@ -80,6 +72,14 @@ from shortlist.reduction.model_selector import (
 )
 from shortlist.reduction.result import ReductionResult
 from shortlist.reduction.stage import ReductionStage
+from shortlist.tokens import (
+    CachedCounter,
+    HeuristicCounter,
+    TiktokenCounter,
+    TokenCounter,
+    counter_for_model,
+    register_model_counter,
+)
 
 __all__ = [
     "PLAIN_TEXT_TRANSPORT",

@@ -27,7 +27,6 @@ from shortlist.reduction.contract import (
     _reset_goal,
     _set_goal,
 )
-from shortlist.reduction.counting import CachedCounter, TokenCounter, counter_for_model
 from shortlist.reduction.events import (
     ReductionBudgetExceeded,
     ReductionCompleted,
@@ -36,6 +35,7 @@ from shortlist.reduction.events import (
 )
 from shortlist.reduction.fragments import ContextFragment
 from shortlist.reduction.result import ReductionResult
+from shortlist.tokens import CachedCounter, TokenCounter, counter_for_model
 
 __all__ = ["ReductionStage"]
 

@@ -13,7 +13,6 @@ on without that block.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 import unicodedata
@@ -25,6 +24,7 @@ from shortlist.events import Event, EventHook, emit
 from shortlist.memory.record import ConsentCategory, Memory, validate_scope
 from shortlist.memory.store import MemoryStore
 from shortlist.selection.query import last_user_text
+from shortlist.tokens import count_tokens
 
 __all__ = [
     "DEFAULT_PROFILE_CATEGORIES",
@@ -96,22 +96,7 @@ class RetrievalFailed(Event):
 
 
 def _counter() -> Callable[[str], int]:
-    global _COUNT
-    if _COUNT is None:
-        try:
-            from shortlist.reduction.counting import TiktokenCounter
-
-            _COUNT = TiktokenCounter("o200k_base").count
-        except Exception:  # no offline BPE file: fall back to the documented approximation
-            _COUNT = _approx_count
-    return _COUNT
-
-
-def _approx_count(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-_COUNT: Callable[[str], int] | None = None
+    return count_tokens
 
 
 def _clean(text: str) -> str:

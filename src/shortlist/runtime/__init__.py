@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shortlist.runtime.conversation import Conversation, Pack, ToolsPrefetched, default_offer_policy
+from shortlist.runtime.conversation import Conversation, Pack, ToolsPrefetched
 from shortlist.runtime.model import CallableModel, ChatModel, ModelError, OpenAIChatModel
 from shortlist.runtime.report import ToolCallRecord, TurnReport, TurnResult
 from shortlist.runtime.tools import Tool, tool
@@ -19,6 +19,5 @@ __all__ = [
     "ToolsPrefetched",
     "TurnReport",
     "TurnResult",
-    "default_offer_policy",
     "tool",
 ]

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shortlist.runtime.formats import ToolDef
-from shortlist.selection.narrowing import TurnSelection, expand_tool_patterns
-from shortlist.types import Candidate
+from shortlist.selection.narrowing import expand_tool_patterns
+from shortlist.types import Candidate, TurnSelection
 
 if TYPE_CHECKING:
     from shortlist.mcp import MCPClient

@@ -1,7 +1,7 @@
 """The per-turn runtime: a ``Conversation`` composes every selection on each ``send``.
 
 A turn: (1) narrow the skill index and decide the turn's tool *offer* with the
-conversation's :class:`~shortlist.selection.session.ToolSession` (``per_turn``, ``stable`` or
+conversation's :class:`~shortlist.offer.ToolSession` (``per_turn``, ``stable`` or
 ``deferred``; deferred tools the ranking expects are *prefetched* into the history as a
 synthetic ``find_tools`` call and result, with no model call); (2) retrieve grounding and
 memories *before* rendering the system prompt; (3) reduce the history to its budget; (4)
@@ -46,6 +46,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from shortlist.config import RuntimeConfig
 from shortlist.errors import ConfigError
 from shortlist.events import Event, EventHook, emit, event_hooks
+from shortlist.offer import (
+    OFFER_POLICIES,
+    PREFETCH_QUERY,
+    SEARCH_TOOL_NAME,
+    Offer,
+    OfferPolicy,
+    ToolSession,
+    default_policy,
+)
 from shortlist.runtime.formats import (
     FIND_TOOLS,
     Format,
@@ -64,17 +73,10 @@ from shortlist.runtime.tools import Tool
 from shortlist.selection.base import Selector
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import DEFAULT, Shortlist
-from shortlist.selection.narrowing import TurnSelection, is_wildcard
+from shortlist.selection.narrowing import is_wildcard
 from shortlist.selection.query import last_user_text
-from shortlist.selection.session import (
-    OFFER_POLICIES,
-    PREFETCH_QUERY,
-    SEARCH_TOOL_NAME,
-    Offer,
-    OfferPolicy,
-    ToolSession,
-)
-from shortlist.types import Candidate, Query
+from shortlist.tokens import count_tokens, tool_text
+from shortlist.types import Candidate, Query, TurnSelection
 
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
@@ -89,7 +91,6 @@ __all__ = [
     "Pack",
     "RuntimeStepFailed",
     "ToolsPrefetched",
-    "default_offer_policy",
 ]
 
 _T = TypeVar("_T")
@@ -155,11 +156,6 @@ class Pack:
     feedback: FeedbackStore | None = None
 
 
-def default_offer_policy(fmt: str) -> OfferPolicy:
-    """The offer policy a conversation in ``fmt`` uses unless told otherwise (see the module docs)."""
-    return "deferred" if fmt == "anthropic" else "stable"
-
-
 def _check_reserved(tools: Sequence[Tool]) -> None:
     for t in tools:
         if t.name == SEARCH_TOOL_NAME or t.name.startswith(RESERVED_TOOL_PREFIXES):
@@ -186,7 +182,7 @@ class Conversation:
         selectors: selectors registered in code, by name.
         format: ``"openai"`` (chat completions) or ``"anthropic"`` (messages).
         offer_policy: ``"per_turn"``, ``"stable"``, ``"deferred"`` or None for the format's
-            default (:func:`default_offer_policy`: ``deferred`` for Anthropic, ``stable`` for
+            default (:func:`shortlist.offer.default_policy`: ``deferred`` for Anthropic, ``stable`` for
             OpenAI chat completions, which has no deferred loading).
         k: tools (and skills) ranked into the offer per turn besides pins.
         search_k: tools one ``find_tools`` call returns.
@@ -234,7 +230,7 @@ class Conversation:
             raise ConfigError(f"format must be 'openai' or 'anthropic', not {format!r}")
         if max_rounds < 1:
             raise ConfigError("max_rounds must be at least 1")
-        policy = offer_policy or default_offer_policy(format)
+        policy = offer_policy or default_policy(format)
         if policy not in OFFER_POLICIES:
             raise ConfigError(f"offer_policy must be one of {', '.join(OFFER_POLICIES)} or None, not {policy!r}")
         _check_reserved(pack.tools)
@@ -271,8 +267,6 @@ class Conversation:
         from shortlist.runtime.capabilities import Capabilities
 
         self.capabilities = Capabilities(pack)
-        self._counter: Any = None
-        self._token_cache: dict[str, int] = {}
         self._history_counted = 0  # messages of self.history already in _history_tokens
         self._history_tokens = 0
         self._last_prefix: str | None = None
@@ -588,11 +582,7 @@ class Conversation:
                 emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
 
     def _count(self, text: str) -> int:
-        if self._counter is None:
-            from shortlist.eval.runner import make_counter
-
-            self._counter = make_counter()
-        return int(self._counter.count(text))
+        return count_tokens(text)
 
     def _prefix_tokens(self) -> int:
         """Tokens behind the tools block: the system prompt and the history (each message counted once)."""
@@ -608,13 +598,7 @@ class Conversation:
         prompt, _, callable_names = self._offered()
         names = {d.name for d in prompt}
         defs = [*prompt, *(d for d in self._defs(sorted(callable_names - names)) if d is not None)]
-        total = 0
-        for d in defs:
-            text = json.dumps(d.to_json(), ensure_ascii=False, sort_keys=True)
-            if text not in self._token_cache:
-                self._token_cache[text] = self._count(text)
-            total += self._token_cache[text]
-        return total
+        return sum(count_tokens(tool_text(d.name, d.description, d.parameters)) for d in defs)
 
     async def _execute(
         self, name: str, arguments: Mapping[str, Any] | str, offered: set[str], report: TurnReport

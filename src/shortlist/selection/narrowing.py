@@ -27,7 +27,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any, Literal
 
 from shortlist import telemetry
@@ -35,7 +34,7 @@ from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist.selection.base import Selector
 from shortlist.selection.isolation import arun_isolated, run_isolated
-from shortlist.types import Candidate, Query, Selection
+from shortlist.types import FALLBACK_REASONS, Candidate, Query, Selection, TurnSelection
 
 __all__ = [
     "DEFAULT_PIN_NAMESPACES",
@@ -53,16 +52,6 @@ __all__ = [
 #: Namespaces (the part of a tool name before the first ``__``) that are never narrowed away.
 DEFAULT_PIN_NAMESPACES: tuple[str, ...] = ("skill", "a2a", "workflow", "mcp", "memory", "image", "video")
 
-#: Every value :attr:`TurnSelection.fallback` can take besides ``None``.
-FALLBACK_REASONS: tuple[str, ...] = (
-    "no_selector",
-    "empty_query",
-    "no_candidates",
-    "error",
-    "timeout",
-    "empty",
-    "unknown_ids",
-)
 # Reasons that are a normal part of a conversation, not a problem: logged at DEBUG.
 _BENIGN = frozenset({"no_selector", "empty_query", "no_candidates"})
 
@@ -158,65 +147,6 @@ def expand_tool_patterns(entries: Iterable[str], tools: Iterable[str]) -> list[s
         elif entry in known_set:
             out[entry] = None
     return list(out)
-
-
-_ID = attrgetter("id")
-
-
-@dataclass(frozen=True, slots=True)
-class TurnSelection:
-    """What surfaces this turn, and why.
-
-    Attributes:
-        query: the query the selector was (or would have been) asked.
-        surfaced: the candidates offered to the model this turn, pins included.
-        ranked: the selector's own answer after validation (known ids, de-duplicated, capped).
-        scores: the selector's score per ranked id, when it gave scores.
-        reason: the selector's reason, or why the turn fell back.
-        fallback: None when narrowed, else one of :data:`FALLBACK_REASONS`.
-        selector: the selector's name (None when there was none).
-        elapsed_ms: time spent in the selector.
-        pinned: ids that surfaced because of the pin policy.
-        rejected: unknown ids the selector returned (dropped).
-        abstained: the selector judged that nothing fits.
-    """
-
-    query: Query
-    surfaced: tuple[Candidate, ...]
-    ranked: tuple[str, ...] = ()
-    scores: dict[str, float] = field(default_factory=dict)
-    reason: str = ""
-    fallback: str | None = None
-    selector: str | None = None
-    elapsed_ms: float = 0.0
-    pinned: tuple[str, ...] = ()
-    rejected: tuple[str, ...] = ()
-    abstained: bool = False
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """The ids that surface this turn, in order."""
-        return tuple(map(_ID, self.surfaced))
-
-    @property
-    def narrowed(self) -> bool:
-        """True when the selector's answer was used (no fallback)."""
-        return self.fallback is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON-ready report used by the CLI and the HTTP API."""
-        return {
-            "selected": list(self.ids),
-            "ranked": list(self.ranked),
-            "scores": [self.scores[i] for i in self.ranked if i in self.scores] if self.scores else None,
-            "reason": self.reason,
-            "fallback": self.fallback,
-            "selector": self.selector,
-            "pinned": list(self.pinned),
-            "rejected": list(self.rejected),
-            "abstained": self.abstained,
-            "elapsed_ms": round(self.elapsed_ms, 3),
-        }
 
 
 @dataclass(frozen=True, slots=True)

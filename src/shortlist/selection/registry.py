@@ -1,9 +1,10 @@
 """Resolve selectors by name: built-in rankers, external processes from config, code-registered ones.
 
-Built-ins are a table of ``"module:factory"`` paths imported only when used, so listing
-them imports nothing heavy. A name registered in code beats a config entry of the same
-name (and registering one name twice is an error). Every selector's ``init`` runs exactly
-once, when it is first resolved, with the shared :class:`SelectorContext`.
+Built-ins are one table (:data:`shortlist.builtins.BUILTIN_SELECTORS`) of ``"module:factory"``
+paths imported only when used, so listing them imports nothing heavy. A name registered in
+code beats a config entry of the same name (and registering one name twice is an error).
+Every selector's ``init`` runs exactly once, when it is first resolved, with the shared
+:class:`SelectorContext`.
 
 A config entry's failure behaviour is built here, as wrappers around the selector (see
 :mod:`shortlist.selection.wrappers`), so library, CLI, service and runtime all get it::
@@ -25,6 +26,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from shortlist.builtins import BUILTIN_SELECTORS, DEFAULT_SELECTOR, builtin_selector_names
 from shortlist.config import EXEC_TYPE, RuntimeConfig, SelectorConfig
 from shortlist.errors import ConfigError, MissingDependencyError
 from shortlist.selection.base import Selector, SelectorContext
@@ -41,38 +43,17 @@ __all__ = [
     "create_builtin_selector",
 ]
 
-#: Built-in selector types: name -> ``"module:factory"``; the factory takes ``name=`` plus options.
-#: Each type's ``options:`` model is in :data:`shortlist.selection.options.BUILTIN_OPTIONS` (same
-#: keys, checked when the config loads); add or change both together (a test compares them).
-BUILTIN_SELECTORS: dict[str, str] = {
-    "overlap": "shortlist.selection.lexical:TokenOverlapSelector",
-    "lexical": "shortlist.selection.lexical:LexicalSelector",
-    "bm25": "shortlist.rankers.bm25:Bm25Ranker",
-    "embedding": "shortlist.rankers.embedding:EmbeddingRanker",
-    "hybrid": "shortlist.rankers.hybrid:HybridRanker",
-    "rerank": "shortlist.rankers.rerank:RerankRanker",
-    "llm": "shortlist.rankers.llm_judge:LlmJudgeRanker",
-}
-
-#: The selector used when none is named (the best one measured; see README "Benchmarks").
-DEFAULT_SELECTOR = "hybrid"
-
-
-def builtin_selector_names() -> tuple[str, ...]:
-    """Names of the built-in selector types."""
-    return tuple(BUILTIN_SELECTORS)
-
 
 def _load_factory(type_name: str) -> Any:
-    target = BUILTIN_SELECTORS.get(type_name)
-    if target is None:
+    builtin = BUILTIN_SELECTORS.get(type_name)
+    if builtin is None:
         hint = difflib.get_close_matches(type_name, list(BUILTIN_SELECTORS), n=1)
         raise ConfigError(
             f"unknown selector type {type_name!r}"
             + (f"; did you mean {hint[0]!r}?" if hint else "")
             + f" (built-in: {', '.join(BUILTIN_SELECTORS)}, or exec:COMMAND)"
         )
-    module_name, _, attr = target.partition(":")
+    module_name, _, attr = builtin.factory.partition(":")
     try:
         module = importlib.import_module(module_name)
     except MissingDependencyError:
@@ -102,7 +83,7 @@ def create_builtin_selector(type_name: str, *, name: str | None = None, **option
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid options for selector type {type_name!r}: {exc}") from exc
     if not isinstance(selector, Selector):
-        raise ConfigError(f"{BUILTIN_SELECTORS[type_name]} did not build a Selector")
+        raise ConfigError(f"{BUILTIN_SELECTORS[type_name].factory} did not build a Selector")
     return selector
 
 

@@ -12,7 +12,7 @@ must agree on:
 - **tokens**: token-array inputs (what LangChain's ``OpenAIEmbeddings`` and the OpenAI SDK's
   callers send) are ``cl100k_base`` ids, the encoding tiktoken picks for OpenAI's embedding
   models and LangChain's fallback for any other name; ``usage`` counts the same tokens. The BPE
-  file comes from ``bpe-openai`` (offline, see :mod:`shortlist.reduction.counting`).
+  file comes from ``bpe-openai`` (offline, see :mod:`shortlist.tokens`).
 - **bodies**: JSON is read with or without a ``Content-Type`` header (:func:`compat_router`).
 - **encodings**: floats, little-endian float32 base64 (OpenAI, Voyage, Cohere ``base64``), and
   Cohere/Voyage quantised types (``int8``, ``uint8``, ``binary``, ``ubinary``) computed from the
@@ -64,9 +64,9 @@ _dims_lock = threading.Lock()
 
 
 def _encoding() -> Any:
-    from shortlist.reduction.counting import _encoding as offline_encoding
+    from shortlist.tokens import TiktokenCounter
 
-    return offline_encoding(TOKEN_ENCODING)
+    return TiktokenCounter(TOKEN_ENCODING).encoding()
 
 
 def compat_router(*, tags: list[str]) -> APIRouter:

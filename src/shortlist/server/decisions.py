@@ -3,8 +3,8 @@
 The selection routes (``/v1/select``, ``/v1/offer``) record each turn they answered right where
 they count it in the metrics, so the ring sees exactly what clients were told: what was
 offered, the scores, any fallback and its reason, and the tool-definition tokens the turn saved
-against sending every eligible tool (an estimate: ``len(definition JSON) / 4``, as the offer's
-own accounting). :func:`breaker_states` reads the circuit breakers of the selectors the
+against sending every eligible tool (counted as every surface counts them,
+:func:`shortlist.tokens.tool_tokens`). :func:`breaker_states` reads the circuit breakers of the selectors the
 service built. :func:`render_page` draws both as one HTML page that needs nothing beyond
 itself (inline CSS and a few lines of JavaScript for the filter; a CSP forbids any request).
 
@@ -25,10 +25,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shortlist.selection.base import Selector
-from shortlist.selection.narrowing import TurnSelection
-from shortlist.selection.session import definition_tokens
 from shortlist.selection.wrappers import BreakerSelector
-from shortlist.types import Candidate
+from shortlist.tokens import tool_tokens
+from shortlist.types import Candidate, TurnSelection
 
 __all__ = ["DEFAULT_CAPACITY", "MAX_QUERY_CHARS", "Decision", "DecisionLog", "breaker_states", "render_page"]
 
@@ -59,8 +58,8 @@ class Decision:
         reason: the selector's (or the fallback's) reason text.
         abstained: the ranker judged that nothing fits.
         elapsed_ms: selection time.
-        tokens_all: estimated tokens of every eligible definition.
-        tokens_selected: estimated tokens of the surfaced ones.
+        tokens_all: tokens of every eligible definition (:func:`shortlist.tokens.tool_tokens`).
+        tokens_selected: tokens of the surfaced ones.
         offered: ``/v1/offer`` only: the tools block sent to the model (else None).
     """
 
@@ -84,7 +83,7 @@ class Decision:
 
     @property
     def tokens_saved(self) -> int:
-        """Estimated tokens not sent, against every eligible definition."""
+        """Tokens not sent, against every eligible definition."""
         return max(0, self.tokens_all - self.tokens_selected)
 
     def to_json(self) -> dict[str, Any]:
@@ -137,7 +136,7 @@ class DecisionLog:
 
     @staticmethod
     def _count(candidates: Sequence[Candidate]) -> tuple[Sequence[Candidate], dict[str, int], int]:
-        per = {c.id: definition_tokens(c) for c in candidates}
+        per = {c.id: tool_tokens((c,)) for c in candidates}
         return candidates, per, sum(per.values())
 
     def record(

@@ -32,12 +32,12 @@ from typing import Any
 from shortlist.errors import SkillToolError
 from shortlist.events import EventHook, emit
 from shortlist.selection.base import Selector
-from shortlist.selection.narrowing import NarrowingPolicy, TurnSelection, is_wildcard, narrow
+from shortlist.selection.narrowing import NarrowingPolicy, is_wildcard, narrow
 from shortlist.skills._files import MAX_SYMLINKS, BeneathError, open_beneath
 from shortlist.skills.events import SkillResourceRefused
 from shortlist.skills.index import skill_activate_description
 from shortlist.skills.sources import SkillSet
-from shortlist.types import Candidate, Query
+from shortlist.types import Candidate, Query, TurnSelection
 
 __all__ = [
     "SKILL_ACTIVATE",

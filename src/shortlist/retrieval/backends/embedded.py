@@ -44,7 +44,14 @@ import bm25s
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
-from shortlist.errors import REBUILD_INDEX_HINT, CatalogError, ConfigError, IndexIntegrityError, ShortlistError
+from shortlist.errors import (
+    REBUILD_INDEX_HINT,
+    CatalogError,
+    ConfigError,
+    IndexIntegrityError,
+    IndexProblem,
+    ShortlistError,
+)
 from shortlist.events import Event, emit
 from shortlist.retrieval.backends.base import (
     PREFETCH,
@@ -78,17 +85,6 @@ _MANIFEST = "manifest.json"
 #: The only generation names a manifest may point to (a folder directly inside the index).
 _GENERATION = re.compile(r"gen-\d{1,12}")
 _REBUILD = REBUILD_INDEX_HINT
-
-
-@dataclass(frozen=True, slots=True)
-class IndexProblem:
-    """One thing wrong with an index: the file (or folder) concerned and what is wrong with it."""
-
-    file: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.problem}"
 
 
 @dataclass(frozen=True, slots=True)

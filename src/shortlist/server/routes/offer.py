@@ -1,9 +1,9 @@
 """``POST /v1/offer`` and ``POST /v1/offer/search``: a conversation's tool offer, without server-side state.
 
-The client carries the conversation's :class:`~shortlist.selection.session.OfferState` (the
+The client carries the conversation's :class:`~shortlist.offer.OfferState` (the
 ``state`` of the previous answer) and sends it back with the next turn; the answer is a pure
-function of the request (:func:`~shortlist.selection.session.decide_offer`,
-:func:`~shortlist.selection.session.search_tools`), so any replica behind a load balancer
+function of the request (:func:`~shortlist.offer.decide_offer`,
+:func:`~shortlist.offer.search_tools`), so any replica behind a load balancer
 answers the same. Both routes narrow through the service's :class:`~shortlist.Shortlist`
 (pins, policy, event hooks, breaker-wrapped external selectors), as ``/v1/select`` does.
 
@@ -21,9 +21,8 @@ from annotated_types import Ge, Le
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
-from shortlist.events import Event
+from shortlist.offer import DEFAULT_PREFETCH, OfferState, decide_offer, default_policy, search_tools
 from shortlist.selection.query import last_user_text
-from shortlist.selection.session import DEFAULT_PREFETCH, OfferState, ToolSearched, decide_offer, search_tools
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
@@ -98,7 +97,16 @@ class _Source(BaseModel):
         default=None, max_length=MAX_CANDIDATES, description="Inline candidates (instead of a catalog)."
     )
     selector: str | None = Field(default=None, description="A selector name known to the server (default: its own).")
-    policy: Policy = Field(default="deferred", description="`per_turn`, `stable` or `deferred`.")
+    format: Literal["openai", "anthropic"] = Field(
+        default="openai",
+        description="The request format the conversation is sent in (its messages here are OpenAI chat): "
+        "it decides the default policy.",
+    )
+    policy: Policy | None = Field(
+        default=None,
+        description="`per_turn`, `stable` or `deferred`; null: the format's default "
+        "(`stable` for `openai` chat completions, `deferred` for `anthropic`).",
+    )
 
 
 class OfferRequest(_Source):
@@ -204,16 +212,17 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
     query: str | list[dict[str, Any]] = (
         body.query if body.query is not None else [m.model_dump(exclude_none=True) for m in body.messages or []]
     )
+    policy = body.policy or default_policy(body.format)
     decided = await asyncio.to_thread(  # the selection thread pool; context-scoped hooks come along
         decide_offer,
         sl,
         state,
         query,
-        policy=body.policy,
+        policy=policy,
         candidates=candidates,
         k=body.k,
         prefix_tokens=body.prefix_tokens,
-        prefetch=(DEFAULT_PREFETCH if body.policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
+        prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
         hot=body.hot,
     )
     if decided.selection is not None:
@@ -232,15 +241,16 @@ async def search(body: SearchRequest, request: Request) -> FastJSONResponse:
     candidates = resolve_candidates(service, body.catalog, body.candidates)
     sl = binding(service, body.selector)
     state = _offer_state(body.state, candidates)
-    searched: list[ToolSearched] = []
-
-    def keep(event: Event) -> None:
-        if isinstance(event, ToolSearched):
-            searched.append(event)
-
-    found, new_state = await asyncio.to_thread(
-        search_tools, sl, state, body.query, policy=body.policy, candidates=candidates, k=body.k, hooks=(keep,)
+    result = await asyncio.to_thread(
+        search_tools,
+        sl,
+        state,
+        body.query,
+        policy=body.policy or default_policy(body.format),
+        candidates=candidates,
+        k=body.k,
     )
-    tools = [{"id": c.id, "name": c.name, "description": c.description, "parameters": c.parameters} for c in found]
-    fallback = searched[-1].fallback if searched else None
-    return FastJSONResponse({"tools": tools, "fallback": fallback, "state": new_state.to_dict()})
+    tools = [
+        {"id": c.id, "name": c.name, "description": c.description, "parameters": c.parameters} for c in result.found
+    ]
+    return FastJSONResponse({"tools": tools, "fallback": result.fallback, "state": result.state.to_dict()})

@@ -1,7 +1,13 @@
-"""The ``options:`` of each built-in selector type, as strict models checked when the config loads.
+"""The built-in selector types, in one table: each type's factory and the strict model of its ``options:``.
+
+:data:`BUILTIN_SELECTORS` maps a type name (``bm25``, ``hybrid``, ...) to a :class:`BuiltinSelector`:
+the factory as a ``"module:attribute"`` string (nothing heavy is imported until the registry
+builds one) and the options model the config checks when it loads. It sits on the foundation
+floor, beside ``config``, because both the config (validation, JSON Schema) and the registry
+(construction) read it; it imports no selector.
 
 ``runtime.yaml`` passes a built-in selector's ``options:`` mapping as keyword arguments to
-its ranker's constructor (see :data:`shortlist.selection.registry.BUILTIN_SELECTORS`).
+its ranker's constructor.
 Without a model, a typo'd key or a wrong value would only fail when the selector is first
 built, long after the service reported ready. Each model here mirrors one constructor:
 its fields are the constructor's keywords that YAML can express, with the same defaults,
@@ -19,16 +25,18 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 __all__ = [
-    "BUILTIN_OPTIONS",
+    "BUILTIN_SELECTORS",
+    "DEFAULT_SELECTOR",
     "NOT_OPTIONS",
     "AbstentionOptions",
     "Bm25Options",
+    "BuiltinSelector",
     "EmbeddingOptions",
     "HybridBm25Options",
     "HybridEmbeddingOptions",
@@ -37,6 +45,7 @@ __all__ = [
     "LlmOptions",
     "OverlapOptions",
     "RerankOptions",
+    "builtin_selector_names",
     "validate_options",
 ]
 
@@ -171,16 +180,33 @@ class LlmOptions(_TopK):
     min_margin: float | None = None
 
 
-#: Built-in selector type -> the model of its ``options:`` (same keys as ``BUILTIN_SELECTORS``).
-BUILTIN_OPTIONS: dict[str, type[BaseModel]] = {
-    "overlap": OverlapOptions,
-    "lexical": LexicalOptions,
-    "bm25": Bm25Options,
-    "embedding": EmbeddingOptions,
-    "hybrid": HybridOptions,
-    "rerank": RerankOptions,
-    "llm": LlmOptions,
+class BuiltinSelector(NamedTuple):
+    """One built-in selector type: how to build it and what its ``options:`` may hold."""
+
+    factory: str
+    """``"module:attribute"``: called with ``name=`` plus the options."""
+    options: type[BaseModel]
+    """The strict model of its ``options:`` (checked when the config loads)."""
+
+
+#: Every built-in selector type, in the order help texts list them.
+BUILTIN_SELECTORS: dict[str, BuiltinSelector] = {
+    "overlap": BuiltinSelector("shortlist.selection.lexical:TokenOverlapSelector", OverlapOptions),
+    "lexical": BuiltinSelector("shortlist.selection.lexical:LexicalSelector", LexicalOptions),
+    "bm25": BuiltinSelector("shortlist.rankers.bm25:Bm25Ranker", Bm25Options),
+    "embedding": BuiltinSelector("shortlist.rankers.embedding:EmbeddingRanker", EmbeddingOptions),
+    "hybrid": BuiltinSelector("shortlist.rankers.hybrid:HybridRanker", HybridOptions),
+    "rerank": BuiltinSelector("shortlist.rankers.rerank:RerankRanker", RerankOptions),
+    "llm": BuiltinSelector("shortlist.rankers.llm_judge:LlmJudgeRanker", LlmOptions),
 }
+
+#: The selector used when none is named (the best one measured; see README "Benchmarks").
+DEFAULT_SELECTOR = "hybrid"
+
+
+def builtin_selector_names() -> tuple[str, ...]:
+    """Names of the built-in selector types."""
+    return tuple(BUILTIN_SELECTORS)
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
@@ -222,16 +248,17 @@ def validate_options(type_name: str, options: Mapping[str, Any]) -> None:
     """Check ``options`` against the model of the built-in selector type ``type_name``.
 
     Args:
-        type_name: a key of :data:`BUILTIN_OPTIONS` (other types are not checked).
+        type_name: a key of :data:`BUILTIN_SELECTORS` (other types are not checked).
         options: the ``options:`` mapping of a selector.
 
     Raises:
         pydantic.ValidationError: every problem, located by its key path inside ``options``,
             with the fix in its message ("did you mean ...?" for a near-miss key).
     """
-    model = BUILTIN_OPTIONS.get(type_name)
-    if model is None:
+    builtin = BUILTIN_SELECTORS.get(type_name)
+    if builtin is None:
         return
+    model = builtin.options
     try:
         model.model_validate(dict(options))
     except ValidationError as exc:

@@ -1,4 +1,14 @@
-"""Token counting for context reduction: offline tiktoken encodings, per-model choice, a per-text cache.
+"""Counting tokens, the one home for it: every surface (evaluation, runtime, service, integrations,
+telemetry, grounding, reduction) counts here, so the same tools measure the same everywhere.
+
+* :func:`count_tokens` / :func:`default_counter`: what every report counts with, offline tiktoken
+  ``o200k_base`` (else the estimate below, named ``chars/4``).
+* :func:`estimate_tokens`: the one estimate from characters (``ceil(chars / 4)``), for cheap
+  decisions (a policy's prefix and carrying costs) and where no text is at hand.
+* :func:`definition_text` / :func:`tool_tokens`: the text a tool definition is counted as
+  (JSON of name, description and parameters) and the tokens of a set of tools, the public,
+  offline way to ask "what do these tools cost in a request?".
+* :func:`counter_for_model`: the counter for a model name (reduction budgets).
 
 The BPE files of ``cl100k_base`` and ``o200k_base`` come from the ``bpe-openai`` wheel (located with
 ``importlib.util.find_spec``; the package is never imported). Their gunzipped sha256 is checked
@@ -14,22 +24,44 @@ import functools
 import gzip
 import hashlib
 import importlib.util
+import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shortlist.errors import ConfigError, MissingDependencyError
 
+if TYPE_CHECKING:
+    from shortlist.types import Candidate
+
 __all__ = [
+    "CHARS_PER_TOKEN",
     "CachedCounter",
     "HeuristicCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "count_tokens",
     "counter_for_model",
+    "default_counter",
+    "definition_text",
+    "definition_tokens",
+    "estimate_tokens",
     "register_model_counter",
+    "tool_text",
+    "tool_tokens",
 ]
+
+#: Characters per token of the one character-based estimate (English prose and JSON).
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str | int) -> int:
+    """The estimate from characters: ``ceil(chars / 4)`` of a text, or of a character count."""
+    chars = text if isinstance(text, int) else len(text)
+    return -(-chars // CHARS_PER_TOKEN)
+
 
 _OFFLINE_ENCODINGS = ("cl100k_base", "o200k_base")
 
@@ -55,7 +87,7 @@ class HeuristicCounter:
         chars_per_token: Average characters per token (4.0 suits English prose).
     """
 
-    def __init__(self, chars_per_token: float = 4.0) -> None:
+    def __init__(self, chars_per_token: float = CHARS_PER_TOKEN) -> None:
         if not chars_per_token > 0:
             raise ConfigError("chars_per_token must be positive")
         self._cpt = float(chars_per_token)
@@ -67,6 +99,8 @@ class HeuristicCounter:
 
     def count(self, text: str) -> int:
         """Return ``ceil(len(text) / chars_per_token)``."""
+        if self._cpt == CHARS_PER_TOKEN:
+            return estimate_tokens(text)
         return math.ceil(len(text) / self._cpt)
 
 
@@ -155,6 +189,10 @@ class TiktokenCounter:
         if self._enc is None:
             self._enc = _encoding(self._name)
         return self
+
+    def encoding(self) -> Any:
+        """The tiktoken ``Encoding`` itself (built offline on first use), for token ids."""
+        return self.load()._enc
 
     @property
     def name(self) -> str:
@@ -249,3 +287,54 @@ def counter_for_model(model: str | None = None) -> TokenCounter:
     if name.startswith(_CL100K_PREFIXES) and not name.startswith(modern):
         return CachedCounter(TiktokenCounter("cl100k_base"))
     return CachedCounter(TiktokenCounter("o200k_base"))
+
+
+_default: TokenCounter | None = None
+_default_lock = threading.Lock()
+
+
+def default_counter() -> TokenCounter:
+    """The counter every report uses: offline tiktoken ``o200k_base`` (cached per text), built once
+    per process; :class:`HeuristicCounter` (``chars/4``) when the BPE file cannot be had."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                try:
+                    _default = CachedCounter(TiktokenCounter("o200k_base").load())
+                except Exception:  # no offline BPE file: the documented estimate, named in every report
+                    _default = HeuristicCounter()
+    return _default
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` with :func:`default_counter`."""
+    return default_counter().count(text)
+
+
+def tool_text(name: str, description: str, parameters: Mapping[str, Any] | None = None) -> str:
+    """The text one tool definition is counted as: JSON of its name, description and parameters."""
+    body: dict[str, Any] = {"name": name, "description": description}
+    if parameters:
+        body["parameters"] = dict(parameters)
+    return json.dumps(body, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def definition_text(c: Candidate) -> str:
+    """The tool definition a model would receive for ``c`` (:func:`tool_text` of its fields)."""
+    return tool_text(c.name, c.description, c.parameters)
+
+
+def definition_tokens(c: Candidate) -> int:
+    """The :func:`estimate_tokens` of ``c``'s definition: what the offer policies' cost rules weigh."""
+    return estimate_tokens(definition_text(c))
+
+
+def tool_tokens(tools: Iterable[Candidate], counter: TokenCounter | None = None) -> int:
+    """Tokens of these tools' definitions in a request, counted (not estimated); offline.
+
+    Every surface that reports tool tokens (the evaluation, the runtime's turn report, the
+    service's decisions, telemetry, the framework integrations) reports this figure.
+    """
+    count = (counter or default_counter()).count
+    return sum(count(definition_text(c)) for c in tools)

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import tiktoken.load
 
+from shortlist import tokens as counting
 from shortlist.errors import ConfigError, MissingDependencyError
-from shortlist.reduction import (
+from shortlist.tokens import (
     CachedCounter,
     HeuristicCounter,
     TiktokenCounter,
     counter_for_model,
-    counting,
     register_model_counter,
 )
 
@@ -93,3 +93,40 @@ def test_heuristic_counter() -> None:
     assert HeuristicCounter().count("abcdefghi") == 3
     with pytest.raises(ConfigError):
         HeuristicCounter(0)
+
+
+def test_estimate_is_ceil_of_chars_over_four() -> None:
+    from shortlist.tokens import estimate_tokens
+
+    assert [estimate_tokens("a" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
+    assert estimate_tokens(9) == 3 == HeuristicCounter().count("x" * 9)
+
+
+def test_every_surface_reports_the_same_tool_tokens(tmp_path: Path) -> None:
+    """The evaluation, the service's decision log and the framework engine count one way."""
+    import json
+
+    from shortlist.eval.datasets import load_dataset
+    from shortlist.eval.runner import run_eval
+    from shortlist.integrations.core import ToolNarrower
+    from shortlist.selection.lexical import LexicalSelector
+    from shortlist.server.decisions import DecisionLog
+    from shortlist.tokens import count_tokens, definition_text, tool_tokens
+    from shortlist.types import Candidate, Query, TurnSelection
+
+    tools = (
+        Candidate("get_weather", "get_weather", "Weather for a city", parameters={"type": "object"}),
+        Candidate("book_flight", "book_flight", "Book a flight — with émojis ✈ and long text " * 5),
+    )
+    want = sum(count_tokens(definition_text(c)) for c in tools)
+    assert tool_tokens(tools) == want > 0
+    with (tmp_path / "tools.jsonl").open("w") as f:
+        for c in tools:
+            f.write(json.dumps({"id": c.id, "name": c.name, "description": c.description}) + "\n")
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"qid": "q", "text": "weather", "gold": ["get_weather"]}) + "\n")
+    report = run_eval(LexicalSelector(), load_dataset(tmp_path), k=1, progress=False)
+    plain = tuple(Candidate(c.id, c.name, c.description) for c in tools)
+    assert report["tokens"]["all"] == tool_tokens(plain)
+    decision = DecisionLog().record("/v1/select", "q", tools, TurnSelection(Query("q", "tool", 1), tools[:1]))
+    assert decision.tokens_all == want and decision.tokens_selected == tool_tokens(tools[:1])
+    assert ToolNarrower.definition_tokens(tools) == want

@@ -1,0 +1,290 @@
+"""The offer policies: which tools a conversation's request carries this turn, one small function each.
+
+* ``per_turn``: narrow on the latest user message every turn (the seed's behaviour; the tools
+  block changes whenever the ranking does).
+* ``stable``: the block is the pins, the search tool and the first turn's top ``k``; it changes
+  only when a search found a tool the model needs, or when re-writing the cached prefix costs
+  less than the search it saves; when carrying the whole catalog is cheaper than the changes
+  narrowing will force (a long history), the whole catalog joins once.
+* ``deferred``: the block (pins and the search tool, plus the first turn's ``hot`` top tools)
+  never changes; each turn the likely tools are *prefetched* into the history, after the cached
+  prefix, and the model searches for the rest.
+
+:func:`decide_offer` is pure: a function of the :class:`~shortlist.offer.state.OfferState` the
+client carries and the turn's query. :func:`default_policy` is the one place that says which
+policy a conversation in a given request format uses when none is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from shortlist.errors import ConfigError
+from shortlist.events import EventHook, emit
+from shortlist.offer.prices import ROUND_TRIP_TOKENS, Prices, widened
+from shortlist.offer.state import Offer, OfferChanged, OfferState, binding_hooks, repaired
+from shortlist.selection.cousage import CoUsage
+from shortlist.types import Candidate, Query, TurnSelection
+
+if TYPE_CHECKING:
+    from shortlist.selection.facade import Shortlist
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_PREFETCH",
+    "FORMAT_POLICIES",
+    "OFFER_POLICIES",
+    "PREFETCH_QUERY",
+    "OfferPolicy",
+    "check_policy",
+    "decide_offer",
+    "default_policy",
+]
+
+OfferPolicy = Literal["per_turn", "stable", "deferred"]
+#: Every policy name, in the order the evaluation reports them.
+OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
+#: The policy when no request format is known (a :class:`~shortlist.offer.ToolSession` of the
+#: library): it measured best on cost and completeness in the conversation replay.
+DEFAULT_POLICY: OfferPolicy = "deferred"
+#: The policy per request format, when none is named: Anthropic's Messages API defers tools
+#: (``defer_loading`` + ``tool_reference``), so the block never changes; chat completions can
+#: only call tools listed in the request, so the block grows only when it must.
+FORMAT_POLICIES: Mapping[str, OfferPolicy] = {"anthropic": "deferred", "openai": "stable"}
+#: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
+DEFAULT_PREFETCH = 3
+#: The query of the synthetic ``find_tools`` call that carries a turn's prefetched tools (a
+#: label for the model: the user's message is right above it, so it is not repeated).
+PREFETCH_QUERY = "tools for the request above"
+
+
+def default_policy(fmt: str | None = None) -> OfferPolicy:
+    """The offer policy a conversation in request format ``fmt`` uses unless told otherwise.
+
+    ``"anthropic"``: ``deferred``; ``"openai"`` (chat completions): ``stable``; None:
+    :data:`DEFAULT_POLICY`. Runtime, ``/v1/offer``, ``shortlist offer`` all ask here.
+
+    Raises:
+        ConfigError: an unknown format.
+    """
+    if fmt is None:
+        return DEFAULT_POLICY
+    try:
+        return FORMAT_POLICIES[fmt]
+    except KeyError:
+        raise ConfigError(f"request format must be one of {', '.join(FORMAT_POLICIES)}, not {fmt!r}") from None
+
+
+def check_policy(policy: str) -> OfferPolicy:
+    """``policy`` when it names an offer policy.
+
+    Raises:
+        ConfigError: it does not.
+    """
+    if policy not in OFFER_POLICIES:
+        raise ConfigError(f"offer policy must be one of {', '.join(OFFER_POLICIES)}, not {policy!r}")
+    return policy  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One decision's inputs, and its ranking once asked (a policy asks at most what it needs)."""
+
+    shortlist: Shortlist
+    query: str | Query | Sequence[Mapping[str, Any]]
+    eligible: tuple[Candidate, ...]
+    eligible_ids: set[str]
+    state: OfferState  # repaired: only tools the catalog holds
+    previous_block: tuple[str, ...]
+    k: int | None
+    hooks: Sequence[EventHook]
+
+    @property
+    def first(self) -> bool:
+        return self.state.turns == 0
+
+    def select(self) -> TurnSelection:
+        return self.shortlist.select(self.query, self.eligible, k=self.k, hooks=self.hooks)
+
+    def narrowed(self) -> tuple[TurnSelection, tuple[str, ...], str]:
+        """Narrow this turn: the selection, its block and the reason (``first_turn`` on turn one)."""
+        turn = self.select()
+        reason = "narrowed" if turn.narrowed else f"fallback:{turn.fallback}"
+        if self.first and turn.narrowed:
+            reason = "first_turn"
+        return turn, turn.ids, reason
+
+    def kept(self) -> tuple[tuple[str, ...], str]:
+        """The previous block, and whether the catalog changed it."""
+        return self.state.block, ("unchanged" if self.state.block == self.previous_block else "catalog_changed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    prefix_tokens: int
+    prices: Prices
+    prefetch: int
+    co_usage: CoUsage | None
+    horizon: int
+    hot: int
+
+
+#: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked)
+#: and the tools prefetched into the history.
+_Decision = tuple[tuple[str, ...], str, TurnSelection | None, tuple[str, ...]]
+
+
+def _per_turn(t: _Turn, o: _Options) -> _Decision:
+    turn, block, reason = t.narrowed()
+    return block, reason, turn, ()
+
+
+def _stable(t: _Turn, o: _Options) -> _Decision:
+    if t.first:
+        turn, block, reason = t.narrowed()
+        if turn.narrowed:
+            block, reason = widened(block, t.eligible, reason, o.prefix_tokens, o.prices, o.horizon)
+        return block, reason, turn, ()
+    block, reason = t.kept()
+    turn = t.select()
+    available = set(t.state.available)
+    new = tuple(i for i in turn.ranked if i not in available)
+    # the top-ranked tool missing from the block is the one a search would have to find
+    p_needed = 1.0 if turn.ranked and turn.ranked[0] in new else 0.0
+    if new and o.prices.worth_changing(o.prefix_tokens, p_needed=p_needed, round_trip_tokens=ROUND_TRIP_TOKENS):
+        return t.state.block + new, "worth_changing", turn, ()
+    return block, reason, None, ()
+
+
+def _deferred(t: _Turn, o: _Options) -> _Decision:
+    selection: TurnSelection | None = None
+    if t.first:
+        selection, block, reason = t.narrowed()
+        if selection.narrowed:  # the fixed block: pins and the ``hot`` top tools
+            keep = set(selection.pinned) | set(selection.ranked[: o.hot])
+            block = tuple(i for i in block if i in keep)
+    else:
+        block, reason = t.kept()
+    prefetched: tuple[str, ...] = ()
+    if o.prefetch > 0:
+        turn = selection = selection or t.select()
+        if turn.narrowed and _informative(turn):
+            available = set(t.state.available) | set(block)
+            prefetched = tuple(i for i in turn.ranked[: o.prefetch] if i not in available)
+            if o.co_usage is not None:  # tools usually called with the likely ones, never named
+                likely = list(turn.ranked[: o.prefetch])
+                exclude = available | set(prefetched)
+                companions = o.co_usage.companions(likely, exclude=exclude)
+                prefetched += tuple(i for i in companions if i in t.eligible_ids)
+    return block, reason, selection, prefetched
+
+
+_POLICIES: dict[str, Callable[[_Turn, _Options], _Decision]] = {
+    "per_turn": _per_turn,
+    "stable": _stable,
+    "deferred": _deferred,
+}
+
+
+def decide_offer(
+    shortlist: Shortlist,
+    state: OfferState,
+    query: str | Query | Sequence[Mapping[str, Any]],
+    *,
+    policy: OfferPolicy,
+    candidates: Sequence[Candidate] | None = None,
+    k: int | None = None,
+    prefix_tokens: int = 0,
+    prices: Prices | None = None,
+    prefetch: int = 0,
+    co_usage: CoUsage | None = None,
+    horizon: int = 5,
+    hot: int = 0,
+    hooks: Sequence[EventHook] = (),
+) -> Offer:
+    """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
+
+    Args:
+        shortlist: the binding (catalog, selector, pins) to narrow with.
+        state: what was offered and called so far (``OfferState()`` on the first turn).
+        query: the turn's text, a :class:`Query`, or the conversation's messages.
+        policy: ``per_turn``, ``stable`` or ``deferred``.
+        candidates: the eligible candidates (default: the binding's catalog).
+        k: the most tools ranked into the block besides pins.
+        prefix_tokens: the tokens behind the tools block (system prompt + history) that a
+            change would re-write; used by ``stable``.
+        prices: cache prices (default :class:`Prices`).
+        prefetch: ``deferred`` only: the most of this turn's top-ranked tools the runtime
+            loads into the history before the model call (no model call needed; 0: none).
+        co_usage: with ``prefetch``, also load the tools usually called with the likely ones.
+        hot: ``deferred``: how many of the first turn's top tools stay in the fixed block (0: the
+            block is the pins and the search tool; every other tool enters the history).
+        horizon: ``stable``: the model calls a conversation is expected to make from here;
+            when the prefix re-writes that narrowing is expected to force over that many calls
+            (:data:`~shortlist.offer.prices.MISS_RATE` of them) cost more than carrying the whole
+            catalog, ``stable`` offers the whole catalog instead of narrowing.
+        hooks: extra event hooks for this call.
+    """
+    policy = check_policy(policy)
+    eligible = tuple(shortlist.catalog if candidates is None else candidates)
+    eligible_ids = {c.id for c in eligible}
+    turn = _Turn(
+        shortlist=shortlist,
+        query=query,
+        eligible=eligible,
+        eligible_ids=eligible_ids,
+        state=repaired(shortlist, state, eligible_ids, hooks),
+        previous_block=state.block,
+        k=k,
+        hooks=hooks,
+    )
+    options = _Options(
+        prefix_tokens, prices or Prices(), prefetch if policy == "deferred" else 0, co_usage, horizon, hot
+    )
+    block, reason, selection, prefetched = _POLICIES[policy](turn, options)
+    state = turn.state
+    loaded = tuple(i for i in (*state.loaded, *prefetched) if i in eligible_ids and i not in block)
+    changed = not turn.first and block != turn.previous_block
+    new_state = replace(
+        state, block=block, loaded=loaded, turns=state.turns + 1, changes=state.changes + (1 if changed else 0)
+    )
+    if changed:
+        emit(
+            OfferChanged(
+                policy=policy,
+                reason=reason,
+                added=tuple(i for i in block if i not in turn.previous_block),
+                removed=tuple(i for i in turn.previous_block if i not in block),
+                prefix_tokens=prefix_tokens,
+            ),
+            hooks=binding_hooks(shortlist, hooks),
+        )
+    search_tool = policy != "per_turn"
+    available = set(new_state.available)
+    deferred = tuple(c.id for c in eligible if c.id not in available) if search_tool else ()
+    return Offer(
+        policy=policy,
+        block=block,
+        loaded=loaded,
+        deferred=deferred,
+        search_tool=search_tool,
+        changed=changed,
+        reason=reason,
+        selection=selection,
+        prefetched=prefetched,
+        state=new_state,
+    )
+
+
+def _informative(turn: TurnSelection) -> bool:
+    """Whether a turn's ranking says which tools are likely (prefetch needs it).
+
+    A ranking whose scores are all the same non-positive value (BM25's 0.0 everywhere when no
+    tool shares a word with "thanks") is an arbitrary order: prefetching its head would load tools
+    the turn has nothing to do with. Ties at a positive score (two tools matching equally) are
+    information and still prefetch.
+    """
+    values = [turn.scores[i] for i in turn.ranked if i in turn.scores]
+    return not values or max(values) > min(values) or max(values) > 0
