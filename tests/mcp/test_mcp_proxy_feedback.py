@@ -124,3 +124,18 @@ async def test_without_a_log_the_proxy_records_nothing(server_args: dict[str, st
             assert await proxy.called(NOW) is False
     called = [e for e in events if e.name == "mcp.found_tool_called"]
     assert len(called) == 1 and called[0].recorded is False  # type: ignore[attr-defined]
+
+
+async def test_a_failing_selector_falls_back_to_a_lexical_ranking(server_args: dict[str, str]) -> None:
+    """The proxy's search is the runtime's: a broken selector is answered lexically, never with the first k."""
+    from shortlist.testing import FailingSelector
+
+    async with MCPClient([parse_server_arg(server_args["git"]), parse_server_arg(server_args["time"])]) as client:
+        proxy = MCPProxy(client, selector=FailingSelector(), k=1)
+        found = await proxy.search("current time in a timezone")
+        assert found["fallback"] == "error" and [t["name"] for t in found["tools"]] == [NOW]
+        nothing = await proxy.search("Lisbon wristwatch")  # no tool shares a word: nothing, not padding
+        assert nothing["tools"] == [] and nothing["fallback"] == "error"
+        again = await proxy.search("current time in a timezone")  # NOW is listed: the search pages on
+        assert NOW not in [t["name"] for t in again["tools"]]
+        assert [c.id for c in await proxy.listed()][:2] == ["find_tools", NOW]

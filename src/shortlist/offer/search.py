@@ -119,7 +119,13 @@ def search_tools(
     else:  # never flood the history with the whole catalog: a cheap lexical ranking instead
         from shortlist.selection.lexical import LexicalSelector
 
-        lexical = narrow(LexicalSelector(top_k=k), Query(query, "tool", k), pool, hooks=binding_hooks(shortlist, hooks))
+        lexical = narrow(  # the binding's pins (live MCP tools are rankable there, as for the selector)
+            LexicalSelector(top_k=k),
+            Query(query, "tool", k),
+            pool,
+            shortlist.policy,
+            hooks=binding_hooks(shortlist, hooks),
+        )
         # nothing shares a word with the query either: say so rather than return arbitrary tools
         found, scores = (lexical.surfaced[:k], lexical.scores) if lexical.narrowed else ((), {})
     if co_usage is not None and found:
