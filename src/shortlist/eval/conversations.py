@@ -6,7 +6,10 @@ turn's gold tools are the distinct names of its calls. Each conversation is repl
 turn for every strategy (``all``, ``per_turn``, ``stable``, ``deferred``) through the public
 :class:`~shortlist.selection.session.ToolSession`, with the history rebuilt as a model would
 have seen it: the user message, an assistant message carrying the turn's calls, one short
-tool result per call.
+tool result per call. ``oracle`` is the floor: each turn's tools enter the history on first
+use (an exchange carrying their definitions, as ``deferred`` loads them), the tools block is
+empty and nothing is searched; it is complete by construction and every strategy's cost is
+also reported as a multiple of its (``cost_vs_oracle``).
 
 **The cost model** (``docs/evaluation.md`` has the long form). One model call's prompt is, in
 order: the tools block (the definitions offered in the request's tools array, plus the
@@ -20,7 +23,9 @@ uncached`` (Anthropic's 1.25x / 0.1x by default), in base-price input-token equi
 Every strategy makes one model call per turn (the call that emits the turn's tool calls);
 ``stable`` and ``deferred`` add one call per search. The simulated model searches only when a
 gold tool of the turn is not available, at most ``max_searches`` times a turn, with the user's
-message as its query (a stand-in for the query a model would write); the search call and its
+message as its query (a stand-in for the query a model would write; :class:`Simulation` makes
+the model less obliging: shorter queries, unnoticed misses, spurious searches, and what an
+incomplete turn costs); the search call and its
 result join the history: under ``deferred`` the result carries the found definitions (as the
 providers' ``tool_reference`` expansion does), under ``stable`` the found tools join the tools
 block of the next call instead. Tokens are counted with the offline tiktoken ``o200k_base``
