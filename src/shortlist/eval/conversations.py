@@ -6,7 +6,10 @@ turn's gold tools are the distinct names of its calls. Each conversation is repl
 turn for every strategy (``all``, ``per_turn``, ``stable``, ``deferred``) through the public
 :class:`~shortlist.offer.ToolSession`, with the history rebuilt as a model would
 have seen it: the user message, an assistant message carrying the turn's calls, one short
-tool result per call.
+tool result per call. ``oracle`` is the floor: each turn's tools enter the history on first
+use (an exchange carrying their definitions, as ``deferred`` loads them), the tools block is
+empty and nothing is searched; it is complete by construction and every strategy's cost is
+also reported as a multiple of its (``cost_vs_oracle``).
 
 **The cost model** (``docs/evaluation.md`` has the long form). One model call's prompt is, in
 order: the tools block (the definitions offered in the request's tools array, plus the
@@ -20,7 +23,9 @@ uncached`` (Anthropic's 1.25x / 0.1x by default), in base-price input-token equi
 Every strategy makes one model call per turn (the call that emits the turn's tool calls);
 ``stable`` and ``deferred`` add one call per search. The simulated model searches only when a
 gold tool of the turn is not available, at most ``max_searches`` times a turn, with the user's
-message as its query (a stand-in for the query a model would write); the search call and its
+message as its query (a stand-in for the query a model would write; :class:`Simulation` makes
+the model less obliging: shorter queries, unnoticed misses, spurious searches, and what an
+incomplete turn costs); the search call and its
 result join the history: under ``deferred`` the result carries the found definitions (as the
 providers' ``tool_reference`` expansion does), under ``stable`` the found tools join the tools
 block of the next call instead. Tokens are counted with the offline tiktoken ``o200k_base``
@@ -30,6 +35,8 @@ counter (else ``len/4``, named in the report).
 from __future__ import annotations
 
 import json
+import random
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,17 +61,24 @@ from shortlist.tokens import default_counter, definition_text
 from shortlist.types import Candidate
 
 __all__ = [
+    "MISS_COSTS",
+    "SEARCH_QUERIES",
     "STRATEGIES",
     "ConversationCase",
     "ConversationTurn",
     "CostModel",
+    "Simulation",
     "is_conversation_dataset",
     "load_conversations",
     "run_conversation_eval",
 ]
 
-#: Every strategy the replay compares, in report order.
-STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred")
+#: Every strategy the replay compares, in report order (``oracle`` is the floor: see the module docs).
+STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred", "oracle")
+#: What the simulated model searches with (``--search-query``): ``words:N`` is the first N words.
+SEARCH_QUERIES: tuple[str, ...] = ("message", "words:N", "name")
+#: What a turn whose tools never became callable is charged (``--miss-cost``).
+MISS_COSTS: tuple[str, ...] = ("call", "retry")
 
 #: The search tool as offered to the model (its definition is part of the tools block).
 SEARCH_TOOL_DEFINITION: dict[str, Any] = {
@@ -85,6 +99,11 @@ class ConversationTurn:
     def gold(self) -> frozenset[str]:
         """The distinct tools the turn needs."""
         return frozenset(str(c["name"]) for c in self.calls)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The distinct tools the turn needs, in the order of their first call."""
+        return tuple(dict.fromkeys(str(c["name"]) for c in self.calls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +168,87 @@ class CostModel:
     result_tokens: int = 10
 
 
+_WORDS = re.compile(r"^words:(\d+)$")
+
+
+def name_words(name: str) -> str:
+    """A tool name as the words a model would search with: ``Search_Car_Location`` -> ``search car location``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", spaced)
+    return " ".join(w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w)
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """How the simulated model behaves; the defaults are the obliging model of the first replays.
+
+    Args:
+        search_query: what a ``find_tools`` call asks for: ``message`` (the user's whole
+            message), ``words:N`` (its first N words) or ``name`` (the missing tool's name split
+            into words; on a spurious search, the turn's first tool's, else the message).
+        miss_rate: the chance that a tool the turn needs and cannot call goes unnoticed: the
+            model does not search for it (drawn per conversation, turn and tool).
+        spurious_rate: the chance of one search on a turn whose tools are all callable (drawn
+            per conversation and turn).
+        seed: seeds the draws. Each draw depends only on the seed, the conversation, the turn
+            (and the tool), so every strategy and history size meets the same model.
+        miss_cost: what a turn whose tools never all became callable is charged: ``call`` (the
+            model call that answers it, as for any turn) or ``retry`` (that call, then the
+            missing definitions loaded into the history and the turn answered again: one more
+            call, the least a recovery costs).
+
+    Raises:
+        ConfigError: a value out of range or an unknown mode.
+    """
+
+    search_query: str = "message"
+    miss_rate: float = 0.0
+    spurious_rate: float = 0.0
+    seed: int = 0
+    miss_cost: str = "call"
+
+    def __post_init__(self) -> None:
+        if self.search_query not in ("message", "name"):
+            m = _WORDS.match(self.search_query)
+            if not m or int(m.group(1)) < 1:
+                raise ConfigError(f"search query must be message, words:N (N >= 1) or name, not {self.search_query!r}")
+        for label, rate in (("miss rate", self.miss_rate), ("spurious rate", self.spurious_rate)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"{label} must be between 0 and 1, got {rate}")
+        if self.miss_cost not in MISS_COSTS:
+            raise ConfigError(f"miss cost must be one of {', '.join(MISS_COSTS)}, not {self.miss_cost!r}")
+
+    def query(self, user: str, tool: str | None) -> str:
+        """The search query for ``tool`` (the missing tool, or None) on a turn whose message is ``user``."""
+        m = _WORDS.match(self.search_query)
+        if m:
+            return " ".join(user.split()[: int(m.group(1))])
+        if self.search_query == "name" and tool:
+            return name_words(tool)
+        return user
+
+    def _draw(self, *key: str) -> float:
+        return random.Random(json.dumps([self.seed, *key])).random()
+
+    def unnoticed(self, cid: str, turn: int, tool: str) -> bool:
+        """Whether the model fails to notice that it needs ``tool`` on this turn."""
+        return self.miss_rate > 0 and self._draw("miss", cid, str(turn), tool) < self.miss_rate
+
+    def spurious(self, cid: str, turn: int) -> bool:
+        """Whether the model searches on this turn although it can call every tool it needs."""
+        return self.spurious_rate > 0 and self._draw("spurious", cid, str(turn)) < self.spurious_rate
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings, as the report records them (``simulation``)."""
+        return {
+            "search_query": self.search_query,
+            "miss_rate": self.miss_rate,
+            "spurious_rate": self.spurious_rate,
+            "seed": self.seed,
+            "miss_cost": self.miss_cost,
+        }
+
+
 @dataclass
 class _Meter:
     """Bills the calls of one conversation."""
@@ -179,6 +279,7 @@ class _Totals:
     changes: int = 0
     searches: int = 0
     cost: float = 0.0
+    preloaded: float = 0.0
 
 
 class _Replay:
@@ -193,6 +294,7 @@ class _Replay:
         cost_model: CostModel,
         count: Callable[[str], int],
         max_searches: int,
+        simulation: Simulation | None = None,
     ) -> None:
         self.strategy = strategy
         self.catalog = tuple(catalog)
@@ -201,6 +303,7 @@ class _Replay:
         self.cost_model = cost_model
         self.count = count
         self.max_searches = max_searches
+        self.sim = simulation or Simulation()
         self._def_tokens = {c.id: count(definition_text(c)) for c in self.catalog}
         self._search_tokens = count(json.dumps(SEARCH_TOOL_DEFINITION, sort_keys=True))
 
@@ -215,18 +318,32 @@ class _Replay:
         ask = {"role": "assistant", "tool_calls": [{"name": SEARCH_TOOL_NAME, "arguments": {"query": query}}]}
         return self.message_tokens(ask) + self.message_tokens({"role": "tool", "content": content})
 
+    def loading_tokens(self, ids: Sequence[str]) -> int:
+        """The exchange that loads ``ids``' definitions into the history (prefetch, oracle, retry)."""
+        return self.exchange_tokens(PREFETCH_QUERY, [definition_text(self.by_id[i]) for i in ids])
+
     def conversation(self, case: ConversationCase, prior: int, totals: _Totals, co_usage: CoUsage | None) -> None:
         meter = _Meter(self.cost_model, prior)
         all_ids = tuple(c.id for c in self.catalog)
-        session = None if self.strategy == "all" else self.make_session(self.strategy, co_usage)  # type: ignore[arg-type]
+        oracle = self.strategy == "oracle"
+        session = None if self.strategy in ("all", "oracle") else self.make_session(self.strategy, co_usage)  # type: ignore[arg-type]
+        oracle_loaded: list[str] = []  # what the oracle loaded so far, in order
         messages: list[dict[str, Any]] = []
-        for turn in case.turns:
+        for index, turn in enumerate(case.turns):
             user = {"role": "user", "content": turn.user}
             messages.append(user)
             meter.history_tokens += self.message_tokens(user)
             prefix = self.cost_model.system_tokens + meter.history_tokens
-            if session is None:
-                block: tuple[str, ...] = all_ids
+            if oracle:  # the turn's tools enter the history on first use; nothing else, no search tool
+                block: tuple[str, ...] = ()
+                search_tool = False
+                new = [i for i in turn.tools if i not in oracle_loaded]
+                if new:
+                    meter.history_tokens += self.loading_tokens(new)
+                    oracle_loaded += new
+                available = set(oracle_loaded)
+            elif session is None:
+                block = all_ids
                 search_tool = False
                 available = set(all_ids)
             else:
@@ -239,11 +356,26 @@ class _Replay:
                     defs = [definition_text(self.by_id[i]) for i in offer.prefetched]
                     meter.history_tokens += self.exchange_tokens(PREFETCH_QUERY, defs)
             gold = turn.gold
+            totals.preloaded += len(gold & available) / len(gold) if gold else 1.0
+            # the tools the model knows it lacks (the others go unnoticed: no search for them)
+            noticed = frozenset(g for g in gold if g in available or not self.sim.unnoticed(case.cid, index, g))
             searches = 0
-            while session is not None and search_tool and not gold <= available and searches < self.max_searches:
+            spurious = (
+                session is not None
+                and search_tool
+                and gold <= available
+                and self.max_searches > 0
+                and self.sim.spurious(case.cid, index)
+            )
+            while session is not None and search_tool and searches < self.max_searches:
+                lacking = [g for g in turn.tools if g in noticed and g not in available]
+                if not lacking and not (spurious and searches == 0):
+                    break
+                target = lacking[0] if lacking else (turn.tools[0] if turn.tools else None)
+                query = self.sim.query(turn.user, target)
                 meter.call(block, self.block_tokens(block, search_tool))  # the call that asks for a search
                 before = session.state.changes
-                found = session.search(turn.user, prefix_tokens=self.cost_model.system_tokens + meter.history_tokens)
+                found = session.search(query, prefix_tokens=self.cost_model.system_tokens + meter.history_tokens)
                 totals.changes += session.state.changes - before
                 searches += 1
                 if session.policy == "deferred":  # the result expands into the found definitions
@@ -251,11 +383,15 @@ class _Replay:
                 else:  # the found tools join the tools block of the next call
                     content = [c.id for c in found]
                     block = session.state.block
-                meter.history_tokens += self.exchange_tokens(turn.user, content)
+                meter.history_tokens += self.exchange_tokens(query, content)
                 available = set(session.state.available)
                 if not found:
                     break
             meter.call(block, self.block_tokens(block, search_tool))  # the call that answers the turn
+            missing = [g for g in turn.tools if g not in available]
+            if missing and self.sim.miss_cost == "retry":  # the missing definitions, then the turn again
+                meter.history_tokens += self.loading_tokens(missing)
+                meter.call(block, self.block_tokens(block, search_tool))
             reply = {"role": "assistant", "tool_calls": [dict(c) for c in turn.calls]}
             meter.history_tokens += self.message_tokens(reply)
             meter.history_tokens += len(turn.calls) * self.cost_model.result_tokens
@@ -292,6 +428,8 @@ def run_conversation_eval(
     limit: int | None = None,
     learn: bool = True,
     progress: bool = True,
+    simulation: Simulation | None = None,
+    catalog: Sequence[Candidate] | None = None,
 ) -> dict[str, Any]:
     """Replay every conversation of ``directory`` under each strategy; return the report.
 
@@ -308,13 +446,19 @@ def run_conversation_eval(
         learn: learn co-usage online, as a feedback log would: each pass starts from nothing
             and each conversation sees only the calls of the turns replayed before it.
         progress: a progress bar on stderr.
+        simulation: how the simulated model searches and misses (default: :class:`Simulation`,
+            the obliging model).
+        catalog: the catalog to replay against instead of ``directory/tools.jsonl`` (a grown
+            one, :mod:`shortlist.eval.catalogs`); every called tool must be in it.
 
     Returns:
-        ``{"conversations", "turns", "catalog_tokens", "default", "counter", "strategies":
-        {name: {"turn_recall", "complete_turns", "tools_per_turn", "tool_tokens_per_turn",
-        "tool_block_changes", "model_calls_per_turn", "searches_per_turn", "cost": {H: cost},
-        "by_history": {H: {...}}}}}``; the top-level quality figures are those of the first
-        history size (``by_history`` has each size's), costs are per conversation.
+        ``{"conversations", "turns", "catalog_tokens", "default", "counter", "simulation",
+        "strategies": {name: {"turn_recall", "complete_turns", "preloaded", "tools_per_turn",
+        "tool_tokens_per_turn", "tool_block_changes", "model_calls_per_turn",
+        "searches_per_turn", "cost": {H: cost}, "cost_vs_oracle": {H: ratio}, "by_history":
+        {H: {...}}}}}``; the top-level quality figures are those of the first history size
+        (``by_history`` has each size's), costs are per conversation. ``cost_vs_oracle`` divides
+        by the ``oracle``'s cost (replayed for it even when not among ``strategies``).
     """
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
@@ -324,23 +468,32 @@ def run_conversation_eval(
     if max_searches < 0:
         raise ConfigError("max_searches must be non-negative")
     root = Path(directory)
-    catalog = load_tools(root / "tools.jsonl")
+    catalog = tuple(catalog) if catalog is not None else load_tools(root / "tools.jsonl")
     cases = load_conversations(root / "conversations.jsonl", [c.id for c in catalog])
     if limit is not None:
         cases = cases[:limit]
     counter = default_counter()
     model = cost_model or CostModel()
+    sim = simulation or Simulation()
     report: dict[str, Any] = {
         "conversations": len(cases),
         "turns": sum(len(c.turns) for c in cases),
         "catalog_tokens": sum(counter.count(definition_text(c)) for c in catalog),
         "default": default,
         "counter": counter.name,
+        "simulation": {**sim.to_json(), "max_searches": max_searches},
         "strategies": {},
     }
-    for strategy in strategies:
-        replay = _Replay(
-            strategy, catalog, make_session, cost_model=model, count=counter.count, max_searches=max_searches
+
+    def replay(strategy: str) -> dict[str, Any]:
+        run = _Replay(
+            strategy,
+            catalog,
+            make_session,
+            cost_model=model,
+            count=counter.count,
+            max_searches=max_searches,
+            simulation=sim,
         )
         row: dict[str, Any] = {}
         costs: dict[str, float] = {}
@@ -349,7 +502,7 @@ def run_conversation_eval(
             totals = _Totals()
             co_usage = CoUsage() if learn else None  # a fresh log per pass: no pass sees another's
             for case in _iter(cases, f"{strategy} @{prior}", progress):
-                replay.conversation(case, prior, totals, co_usage)
+                run.conversation(case, prior, totals, co_usage)
             costs[str(prior)] = round(totals.cost / len(cases), 1)
             t = totals.turns or 1
             by_history[str(prior)] = {
@@ -357,11 +510,14 @@ def run_conversation_eval(
                 "tool_tokens_per_turn": round(totals.tool_tokens / t, 1),
                 "tool_block_changes": round(totals.changes / len(cases), 3),
                 "model_calls_per_turn": round(totals.calls / t, 3),
+                "preloaded": round(totals.preloaded / t, 4),
+                "searches_per_turn": round(totals.searches / t, 3),
             }
             if i == 0:
                 row = {
                     "turn_recall": round(totals.recall / t, 4),
                     "complete_turns": round(totals.complete / t, 4),
+                    "preloaded": round(totals.preloaded / t, 4),
                     "tools_per_turn": round(totals.tools / t, 2),
                     "tool_tokens_per_turn": round(totals.tool_tokens / t, 1),
                     "tool_block_changes": round(totals.changes / len(cases), 3),
@@ -370,5 +526,11 @@ def run_conversation_eval(
                 }
         row["cost"] = costs
         row["by_history"] = by_history  # the decisions of ``stable`` depend on the history's size
+        return row
+
+    rows = {strategy: replay(strategy) for strategy in strategies}
+    floor = rows["oracle"]["cost"] if "oracle" in rows else replay("oracle")["cost"]
+    for strategy, row in rows.items():
+        row["cost_vs_oracle"] = {h: (round(c / floor[h], 4) if floor[h] else None) for h, c in row["cost"].items()}
         report["strategies"][strategy] = row
     return report

