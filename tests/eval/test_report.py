@@ -139,6 +139,7 @@ def test_conversation_report_has_its_charts(tmp_path: Path) -> None:
     for chart in ("conversation-cost", "conversation-recall", "conversation-tokens"):
         assert f'id="{chart}"' in page
     assert 'id="misses"' not in page and "(1.00×)" in page
+    assert "<th>preloaded</th>" in page and "<th>× oracle @20,000</th>" in page
 
 
 def test_texts_are_escaped() -> None:

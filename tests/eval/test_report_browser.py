@@ -84,9 +84,9 @@ def test_conversation_report_renders_its_charts(tmp_path: Path) -> None:
     assert main(["eval", "--dataset", str(DATA / "conv_tiny"), "--selector", "bm25", "--report", str(report)]) == 0
     with browser_page() as page:
         page.goto(report.as_uri())
-        assert page.js("document.querySelectorAll('#conversation-cost rect.bar').length") == 8  # 4 strategies x 2
-        assert page.js("document.querySelectorAll('#conversation tbody tr').length") == 4
-        assert page.js("document.querySelectorAll('#conversation-recall rect.bar').length") == 8
+        assert page.js("document.querySelectorAll('#conversation-cost rect.bar').length") == 10  # 5 strategies x 2
+        assert page.js("document.querySelectorAll('#conversation tbody tr').length") == 5
+        assert page.js("document.querySelectorAll('#conversation-recall rect.bar').length") == 10
         page.screenshot("eval-report-conversation.png")
         assert page.requested_urls() == [report.as_uri()]
         assert page.console_errors() == []

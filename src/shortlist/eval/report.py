@@ -357,16 +357,23 @@ def _conversation_section(report: Mapping[str, Any]) -> str:
         tokens,
         fmt="{:,.0f}",
     )
+    oracle = any("cost_vs_oracle" in m for m in report["strategies"].values())  # reports before the floor lack it
     head = ["strategy", "turn recall", "complete turns", "tools / turn", "tool tokens / turn", "block changes"]
+    head += ["preloaded"] if oracle else []
     head += [f"cost @{int(h):,}" for h in histories]
+    head += [f"× oracle @{int(h):,}" for h in histories] if oracle else []
     rows = []
     all_cost = report["strategies"].get("all", {}).get("cost", {})
     for s, m in report["strategies"].items():
         cells = [s, _num(m["turn_recall"]), _num(m["complete_turns"]), _num(m["tools_per_turn"], 1)]
         cells += [_tokens(m["tool_tokens_per_turn"]), _num(m["tool_block_changes"], 2)]
+        cells += [_num(m.get("preloaded"))] if oracle else []
         for h in histories:
             ratio = f" ({m['cost'][h] / all_cost[h]:.2f}×)" if all_cost.get(h) else ""
             cells.append(f"{m['cost'][h]:,.0f}{ratio}")
+        if oracle:
+            vs = m.get("cost_vs_oracle", {})
+            cells += ["–" if vs.get(h) is None else f"{vs[h]:.2f}×" for h in histories]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     thead = "".join(f"<th>{_e(h)}</th>" for h in head)
     summary = (
