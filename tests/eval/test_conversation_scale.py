@@ -19,10 +19,10 @@ from shortlist.eval.conversations import (
     run_conversation_eval,
 )
 from shortlist.eval.datasets import load_tools
+from shortlist.offer import PREFETCH_QUERY, SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import Shortlist
 from shortlist.selection.registry import create_builtin_selector
-from shortlist.selection.session import PREFETCH_QUERY, SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
 from shortlist.types import Candidate
 
 CONV = Path(__file__).resolve().parents[1] / "data" / "conv_tiny"
@@ -130,7 +130,7 @@ class Chars:
 
 def test_oracle_cost_by_hand(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An empty tools block; the tool enters the history once, as an exchange carrying its definition."""
-    monkeypatch.setattr(conversations, "make_counter", Chars)
+    monkeypatch.setattr(conversations, "default_counter", Chars)
     tool = {"id": "mv", "name": "mv", "description": "Move a file."}
     (tmp_path / "tools.jsonl").write_text(json.dumps(tool) + "\n")
     call = {"name": "mv", "arguments": {}}

@@ -5,8 +5,8 @@ after ``--`` are passed through) and prints, per strategy, the mean over the see
 complete turns, preloaded, searches per turn, tool tokens per turn, cost at each history size
 and the cost as a multiple of the oracle's. ``--markdown`` prints the docs' table rows.
 
-    python bench/bench_scale.py --dataset ../shared/data/bfcl-conversations-dev --seeds 0
-    python bench/bench_scale.py --dataset .cache/eval/large-dev --seeds 0,1,2,3,4 -- \\
+    python bench/bench_conversation_scale.py --dataset ../shared/data/bfcl-conversations-dev --seeds 0
+    python bench/bench_conversation_scale.py --dataset .cache/eval/large-dev --seeds 0,1,2,3,4 -- \\
         --search-query words:6 --miss-rate 0.3 --spurious-rate 0.2
 """
 
@@ -34,7 +34,7 @@ def run(dataset: str, seed: int, extra: list[str]) -> dict[str, Any]:
     cmd += ["--seed", str(seed), *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"bench_scale: {' '.join(cmd)} failed:\n{done.stderr}")
+        raise SystemExit(f"bench_conversation_scale: {' '.join(cmd)} failed:\n{done.stderr}")
     report: dict[str, Any] = json.loads(done.stdout)
     return report
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     for seed in seeds:
         reports.append(run(args.dataset, seed, extra))
-        sys.stderr.write(f"bench_scale: seed {seed} done\n")
+        sys.stderr.write(f"bench_conversation_scale: seed {seed} done\n")
     if args.save:
         Path(args.save).write_text(json.dumps(reports) + "\n", encoding="utf-8")
     first = reports[0]
