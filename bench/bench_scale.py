@@ -51,8 +51,13 @@ next ones find them::
 
 Vectors: the hybrid reads the candidates' vectors from the vector cache (``embeddings/cache.py``:
 ``$SHORTLIST_CACHE_DIR``, or ``--cache-dir``). Before the timed runs, this process embeds what is
-missing in chunks, printing progress (10,000 texts take minutes on 2 busy cores, 100,000 an hour;
-they are embedded once per cache). ``--sizes`` picks the sizes.
+missing in chunks, printing progress (10,000 texts take 5-9 minutes on the project's 2 busy cores,
+100,000 over an hour; they are embedded once per cache). ``--sizes`` picks the sizes. Above
+``--max-embed`` tools (default 100,000: every size embedded) nothing more is embedded: the texts the
+cache lacks get *derived* vectors instead, a unit vector drawn from a generator seeded with the
+text's sha256 (never stored), while queries are embedded by the real model. Scoring costs the same
+whatever the vectors hold (a matrix-vector product, a partition), so latency and memory are
+measured, not quality; the rows say ``derived`` when this happened.
 """
 
 from __future__ import annotations
@@ -160,7 +165,45 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def child(selector_name: str, size: int, n_queries: int, prepared: Path) -> dict[str, Any]:
+def derived_embedder() -> Any:
+    """The tools model for queries; catalog batches from the vector cache, else seeded unit vectors (not stored)."""
+    import hashlib
+
+    import numpy as np
+
+    from shortlist.embeddings.base import Embedder
+    from shortlist.embeddings.cache import default_store, model_identity, text_key
+    from shortlist.embeddings.default import default_embedder, for_tool_ranking
+
+    inner = for_tool_ranking(default_embedder())
+    store = default_store()
+    identity = model_identity(inner)
+
+    class Derived(Embedder):
+        model_name = inner.model_name
+
+        def __init__(self) -> None:
+            self.derived = 0
+
+        def embed_batch(self, texts: Any) -> Any:
+            if len(texts) == 1:  # a query: the real model (and its LRU), as the hybrid's own path
+                return inner.embed_batch(texts)
+            found = store.get(identity, [text_key(t) for t in texts]) if store is not None else {}
+            out = np.empty((len(texts), 384), dtype=np.float32)
+            for i, t in enumerate(texts):
+                vec = found.get(text_key(t))
+                if vec is None:
+                    seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+                    vec = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+                    vec /= np.linalg.norm(vec)
+                    self.derived += 1
+                out[i] = vec
+            return out
+
+    return Derived()
+
+
+def child(selector_name: str, size: int, n_queries: int, prepared: Path, derive: bool) -> dict[str, Any]:
     """Build, warm and time one selector on one catalog; its memory is this process's."""
     import dataclasses
     import gc
@@ -170,7 +213,8 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path) -> dict
 
     cands = catalog(size, prepared)
     texts = queries(n_queries)
-    registry = SelectorRegistry()
+    derived = derived_embedder() if derive and selector_name == "default" else None
+    registry = SelectorRegistry(embeddings=derived)
     selector: Any = registry.get(DEFAULT_SELECTOR if selector_name == "default" else selector_name)
     dense = getattr(selector, "dense", None)
     if dense is not None:  # load the query model before the baseline: its weights are not the index
@@ -212,6 +256,7 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path) -> dict
         "rss_turns_mb": round((end["VmRSS"] - ready["VmRSS"]) / 2**20, 1),
         "rss_peak_mb": round(end["VmHWM"] / 2**20, 1),
         "load": round(os.getloadavg()[0], 2),
+        "derived": int(derived.derived) if derived is not None else 0,
     }
 
 
@@ -337,6 +382,7 @@ def run_child(src: Path, selector: str, size: int, args: argparse.Namespace) -> 
         str(args.queries),
         "--prepared",
         str(args.prepared),
+        *(["--max-embed", "0"] if size > args.max_embed else []),
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -364,13 +410,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--replicas", type=int, default=0, help="time N serve replicas to ready on one PostgreSQL")
     parser.add_argument("--dsn", help="the PostgreSQL URL for --replicas (default: a server from the wheel)")
+    parser.add_argument(
+        "--max-embed", type=int, default=100_000, help="above this many tools, derive the vectors the cache lacks"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.cache_dir:
         os.environ["SHORTLIST_CACHE_DIR"] = args.cache_dir
     if args.child:
-        print(json.dumps(child(args.child, sizes[0], args.queries, args.prepared)))
+        print(json.dumps(child(args.child, sizes[0], args.queries, args.prepared, args.max_embed == 0)))
         return
     if args.replicas:
         rows = replicas(args, sizes[0])
@@ -386,7 +435,7 @@ def main() -> None:
     )
     print(header)
     for size in sizes:
-        if "default" in selectors:
+        if "default" in selectors and size <= args.max_embed:
             print(f"embedding the {size:,}-tool catalog into the vector cache (once per cache)...", file=sys.stderr)
             embed_missing(size, args.prepared)
         for selector in selectors:
@@ -398,7 +447,8 @@ def main() -> None:
                     f" {row['fresh_p50_ms']:>8.2f}/{row['fresh_p99_ms']:<8.2f}"
                     f" {row['cached_q_p50_ms']:>8.2f}/{row['cached_q_p99_ms']:<8.2f}"
                     f" {row['fresh_copy_p50_ms']:>9.2f} {row['rss_base_mb']:>8.1f} {row['rss_index_mb']:>7.1f}"
-                    f" {row['rss_turns_mb']:>7.1f} {row['rss_peak_mb']:>8.1f} {row['load']:>5.1f}",
+                    f" {row['rss_turns_mb']:>7.1f} {row['rss_peak_mb']:>8.1f} {row['load']:>5.1f}"
+                    + (f"  ({row['derived']:,} vectors derived)" if row.get("derived") else ""),
                     flush=True,
                 )
     if args.json:
