@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shortlist.embeddings import cache as cache_module
 from shortlist.embeddings.cache import (
     ENV_CACHE_DIR,
     CacheUnavailable,
     CachingEmbedder,
     VectorStore,
+    _retry_at,
     _stores,
     cache_dir,
     cache_location,
@@ -180,9 +182,18 @@ def test_an_unreachable_database(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "secret" not in str(caught.value)
     monkeypatch.setenv(ENV_CACHE_DIR, url)
     seen: list[Event] = []
-    with event_hooks(seen.append):
-        assert default_store() is None  # the cache is skipped, with an event
-    assert [type(e) for e in seen] == [CacheUnavailable] and "secret" not in seen[0].path  # type: ignore[attr-defined]
+    try:
+        with event_hooks(seen.append):
+            assert default_store() is None  # the cache is skipped, with an event
+            assert default_store() is None  # and left alone for a while: no second attempt, no event
+        assert [type(e) for e in seen] == [CacheUnavailable] and "secret" not in seen[0].path  # type: ignore[attr-defined]
+        monkeypatch.setattr(cache_module, "DATABASE_RETRY_S", 0.0)
+        _retry_at.clear()
+        with event_hooks(seen.append):
+            assert default_store() is None  # tried again once the wait is over
+        assert len(seen) == 2
+    finally:
+        _retry_at.clear()
 
 
 def test_the_cache_location_setting_takes_a_url(url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -169,6 +169,9 @@ def cache_max_mb() -> int:
 
 
 _stores: dict[tuple[str, int], VectorStore | None] = {}
+_retry_at: dict[tuple[str, int], float] = {}  # a database location that could not be opened: when to try again
+#: Seconds a vector database that could not be reached is left alone before the next attempt.
+DATABASE_RETRY_S = 30.0
 _stores_lock = threading.Lock()
 
 
@@ -186,6 +189,8 @@ def default_store() -> VectorStore | None:
     with _stores_lock:
         if key in _stores:
             return _stores[key]
+        if time.monotonic() < _retry_at.get(key, 0.0):
+            return None
         store: VectorStore | None
         try:
             store = VectorStore(where, max_mb=key[1])
@@ -197,7 +202,10 @@ def default_store() -> VectorStore | None:
                 shown = redact_url(where)
             emit(CacheUnavailable(path=shown, error=str(exc)))
             if isinstance(location, str):
-                return None  # not remembered: the database may be reachable at the next call
+                # not remembered for good: the database may come up; tried again after a while, so a
+                # database that does not answer does not cost every batch a connection timeout
+                _retry_at[key] = time.monotonic() + DATABASE_RETRY_S
+                return None
             store = None
         _stores[key] = store
         return store
