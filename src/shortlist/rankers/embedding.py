@@ -240,7 +240,8 @@ class EmbeddingRanker(Ranker):
         cands = tuple(candidates)
         with self._lock:
             for i, cat in enumerate(self._catalogs):
-                if cat.candidates == cands:  # identity first, then field equality
+                # the same tuple (a loaded catalog): no element loop; else element identity, then field equality
+                if cat.candidates is cands or cat.candidates == cands:
                     if i:
                         self._catalogs.insert(0, self._catalogs.pop(i))
                     return cat
