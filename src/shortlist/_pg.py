@@ -1,4 +1,4 @@
-"""``IdlePool``: the idle PostgreSQL connections one store keeps, and what happens when one breaks.
+"""``IdlePool``: the idle PostgreSQL connections one store keeps, and what happens when one breaks; ``migrate``.
 
 Shared by the PostgreSQL stores (the corpus index, the memory store, the feedback log): a LIFO queue
 of at most ``size`` idle autocommit connections, opened on demand by the store's ``connect``. A
@@ -11,7 +11,7 @@ idle connection with it, since they are as dead as it is, and the error becomes 
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ try:
 except ImportError as exc:  # the stores name their extra; this says the same
     raise MissingDependencyError("PostgreSQL needs psycopg: pip install 'shortlist[postgres]'") from exc
 
-__all__ = ["IdlePool", "first_line"]
+__all__ = ["IdlePool", "first_line", "migrate"]
 
 Connection = psycopg.Connection[Any]
 
@@ -30,6 +30,34 @@ Connection = psycopg.Connection[Any]
 def first_line(exc: BaseException) -> str:
     """The first line of an error's message (PostgreSQL's are several lines long)."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def migrate(conn: Connection, *, table: str, lock_id: int, migrations: Sequence[str]) -> int:
+    """Apply the ``migrations`` not applied yet, in one transaction under an advisory lock; return how many.
+
+    Several replicas may start at once: the lock makes one of them apply the migrations and the
+    others find them applied. The versions applied are recorded in ``table`` (created when missing),
+    one table per store, so stores sharing a database migrate independently. Migrations are append
+    only: never edit one that has shipped.
+
+    Args:
+        conn: an autocommit connection (the transaction is opened here).
+        table: the store's migrations table.
+        lock_id: the store's advisory lock.
+        migrations: SQL scripts (several statements each), applied in order.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id,))
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        row = conn.execute(f"SELECT COALESCE(MAX(version), 0) FROM {table}").fetchone()
+        current = int(row[0]) if row else 0
+        for version, sql in enumerate(migrations[current:], start=current + 1):
+            conn.execute(sql.encode())  # several statements: sent as one simple query
+            conn.execute(f"INSERT INTO {table} (version) VALUES (%s)", (version,))
+        return max(0, len(migrations) - current)
 
 
 class IdlePool:

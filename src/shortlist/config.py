@@ -253,7 +253,8 @@ class SelectionConfig(_Strict):
 class CacheConfig(_Strict):
     """``spec.cache`` (shortlist's own): the persistent embedding cache (``docs/caching.md``)."""
 
-    #: the cache folder, or ``off`` (default: $SHORTLIST_CACHE_DIR, else the user's cache directory)
+    #: the cache folder, ``off``, or a ``postgresql://`` URL: the vectors in that database, shared by replicas
+    #: (default: $SHORTLIST_CACHE_DIR, else the user's cache directory)
     dir: str | None = None
     #: the bound of the vector file in MB (default: $SHORTLIST_CACHE_MAX_MB, else 512)
     max_mb: int | None = Field(default=None, ge=1)

@@ -43,19 +43,20 @@ def _mb(n: int) -> str:
 
 def run_info(args: argparse.Namespace) -> int:
     """Run ``shortlist cache info``."""
-    from shortlist.embeddings.cache import VECTORS_FILE, VectorStore, cache_dir, cache_max_mb
+    from shortlist.embeddings.cache import VECTORS_FILE, VectorStore, cache_dir, cache_location, cache_max_mb
 
     directory = cache_dir()
-    if directory is None:
+    location = cache_location()
+    if directory is None or location is None:
         out: dict[str, Any] = {"enabled": False, "path": None}
         if args.json:
             write_json(out)
         else:
             write_text("cache: off (SHORTLIST_CACHE_DIR=off)")
         return 0
-    path = directory / VECTORS_FILE
+    path: Path | str = location if isinstance(location, str) else directory / VECTORS_FILE
     vectors: dict[str, Any]
-    if path.is_file():
+    if isinstance(path, str) or path.is_file():
         store = VectorStore(path, max_mb=cache_max_mb())
         try:
             vectors = store.info().to_dict()
@@ -71,7 +72,7 @@ def run_info(args: argparse.Namespace) -> int:
         return 0
     lines = [
         f"cache: {directory}",
-        f"vectors: {vectors['vectors']} in {_mb(vectors['bytes'])} of {_mb(vectors['max_bytes'])} ({path})",
+        f"vectors: {vectors['vectors']} in {_mb(vectors['bytes'])} of {_mb(vectors['max_bytes'])} ({vectors['path']})",
     ]
     lines += [f"  {count:>8}  {model}" for model, count in vectors["models"].items()]
     lines += [f"model graph: {_mb(g['bytes'])}  {g['file']}" for g in graphs]
@@ -81,15 +82,16 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_clear(args: argparse.Namespace) -> int:
     """Run ``shortlist cache clear``."""
-    from shortlist.embeddings.cache import VECTORS_FILE, VectorStore, cache_dir
+    from shortlist.embeddings.cache import VECTORS_FILE, VectorStore, cache_dir, cache_location
 
     directory = cache_dir()
-    if directory is None:
+    location = cache_location()
+    if directory is None or location is None:
         write_json({"enabled": False}) if args.json else write_text("cache: off (SHORTLIST_CACHE_DIR=off)")
         return 0
-    path = directory / VECTORS_FILE
+    path: Path | str = location if isinstance(location, str) else directory / VECTORS_FILE
     deleted = 0
-    if path.is_file():
+    if isinstance(path, str) or path.is_file():
         store = VectorStore(path)
         try:
             deleted = store.clear(args.model)

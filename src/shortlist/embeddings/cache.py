@@ -8,7 +8,10 @@ documents are then embedded once per model and machine, not at every start of a 
 
 The directory is ``$SHORTLIST_CACHE_DIR``, else ``$XDG_CACHE_HOME/shortlist``, else
 ``~/.cache/shortlist``; ``SHORTLIST_CACHE_DIR=off`` (or a config's ``spec.cache.dir: off``)
-turns the cache off. The file is safe under concurrent processes (WAL journal, a busy timeout,
+turns the cache off. A ``postgresql://`` URL there (or as a provider's ``vector_cache``) keeps the
+vectors in PostgreSQL instead (:class:`~shortlist.embeddings.postgres.PostgresVectorStore`, same
+keys and checks), shared by every replica of a deployment; files (the optimised model graph) then
+stay in the user's cache directory. The file is safe under concurrent processes (WAL journal, a busy timeout,
 one short write transaction per batch) and bounded: above ``max_mb`` (default 512,
 ``$SHORTLIST_CACHE_MAX_MB``) the least recently used vectors are evicted. A cache that cannot
 be opened or written (a read-only home, a full disk) is skipped with a
@@ -44,8 +47,11 @@ __all__ = [
     "CachingEmbedder",
     "VectorStore",
     "cache_dir",
+    "cache_location",
     "configure_cache",
+    "decode_vector",
     "default_store",
+    "is_postgres_url",
 ]
 
 #: The environment variable naming the cache directory (``off`` disables the cache).
@@ -78,7 +84,8 @@ logger = logging.getLogger("shortlist.embeddings")
 
 @dataclass(frozen=True, kw_only=True)
 class CacheUnavailable(Event):
-    """The persistent vector cache could not be opened or written; vectors are computed without it."""
+    """The persistent vector cache (a directory or a PostgreSQL database) could not be opened, reached or written;
+    vectors are computed without it."""
 
     name: ClassVar[str] = "embeddings.cache_unavailable"
     area: ClassVar[str] = "embeddings"
@@ -112,12 +119,33 @@ def configure_cache(*, directory: str | os.PathLike[str] | None = None, max_mb: 
             _configured_max_mb = max_mb
 
 
+def is_postgres_url(value: object) -> bool:
+    """Whether a cache location is a PostgreSQL URL (``postgresql://`` or ``postgres://``) rather than a path."""
+    return isinstance(value, str) and value.strip().startswith(("postgresql://", "postgres://"))
+
+
+def _setting() -> str:
+    return _configured_dir if _configured_dir is not None else os.environ.get(ENV_CACHE_DIR, "")
+
+
+def cache_location() -> Path | str | None:
+    """Where vectors are kept: the cache directory, a ``postgresql://`` URL, or None when the cache is off."""
+    value = _setting()
+    if is_postgres_url(value):
+        return value.strip()
+    return cache_dir()
+
+
 def cache_dir() -> Path | None:
-    """The cache directory in effect, or None when the cache is off."""
-    value = _configured_dir if _configured_dir is not None else os.environ.get(ENV_CACHE_DIR, "")
+    """The cache directory in effect (files: vectors unless a URL is set, optimised model graphs), or None when off.
+
+    With a ``postgresql://`` URL as the cache location the vectors are in the database and this is
+    the user's cache directory (``$XDG_CACHE_HOME/shortlist`` or ``~/.cache/shortlist``).
+    """
+    value = _setting()
     if value.strip().lower() in _OFF and value.strip():
         return None
-    if value.strip():
+    if value.strip() and not is_postgres_url(value):
         return Path(value).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
@@ -141,27 +169,43 @@ def cache_max_mb() -> int:
 
 
 _stores: dict[tuple[str, int], VectorStore | None] = {}
+_retry_at: dict[tuple[str, int], float] = {}  # a database location that could not be opened: when to try again
+#: Seconds a vector database that could not be reached is left alone before the next attempt.
+DATABASE_RETRY_S = 30.0
 _stores_lock = threading.Lock()
 
 
 def default_store() -> VectorStore | None:
-    """The process's store in the cache directory in effect (opened once per path), or None when off.
+    """The process's store where the cache location points (opened once per location), or None when off.
 
-    A directory that cannot be created or opened gives None and one ``embeddings.cache_unavailable`` event.
+    A directory that cannot be created or opened, or a database that cannot be reached, gives None
+    and one ``embeddings.cache_unavailable`` event (a later call tries again: a database may come up).
     """
-    directory = cache_dir()
-    if directory is None:
+    location = cache_location()
+    if location is None:
         return None
-    path = directory / VECTORS_FILE
-    key = (str(path), cache_max_mb())
+    where = location if isinstance(location, str) else str(location / VECTORS_FILE)
+    key = (where, cache_max_mb())
     with _stores_lock:
         if key in _stores:
             return _stores[key]
+        if time.monotonic() < _retry_at.get(key, 0.0):
+            return None
         store: VectorStore | None
         try:
-            store = VectorStore(path, max_mb=key[1])
+            store = VectorStore(where, max_mb=key[1])
         except EmbeddingError as exc:
-            emit(CacheUnavailable(path=str(path), error=str(exc)))
+            shown = where
+            if isinstance(location, str):
+                from shortlist.retrieval.backends.postgres import redact_url
+
+                shown = redact_url(where)
+            emit(CacheUnavailable(path=shown, error=str(exc)))
+            if isinstance(location, str):
+                # not remembered for good: the database may come up; tried again after a while, so a
+                # database that does not answer does not cost every batch a connection timeout
+                _retry_at[key] = time.monotonic() + DATABASE_RETRY_S
+                return None
             store = None
         _stores[key] = store
         return store
@@ -193,6 +237,13 @@ class CacheInfo:
         }
 
 
+def decode_vector(dim: int, blob: bytes | memoryview) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+    """A stored vector, or None when the row is malformed (its bytes are not ``dim`` float32s): a miss."""
+    if dim < 1 or len(blob) != 4 * dim:
+        return None
+    return np.frombuffer(blob, dtype=np.float32, count=dim)
+
+
 def text_key(text: str) -> bytes:
     """The content address of one text."""
     return hashlib.sha256(text.encode("utf-8")).digest()
@@ -202,15 +253,25 @@ class VectorStore:
     """One SQLite file of vectors keyed by ``(model identity, sha256(text))``, bounded by LRU eviction.
 
     Safe for threads (one connection behind a lock) and for concurrent processes (WAL, busy
-    timeout, short write transactions).
+    timeout, short write transactions). ``VectorStore("postgresql://…")`` opens a
+    :class:`~shortlist.embeddings.postgres.PostgresVectorStore` instead (``shortlist[postgres]``).
 
     Args:
-        path: the SQLite file (created with its folder when missing).
+        path: the SQLite file (created with its folder when missing), or a ``postgresql://`` URL.
         max_mb: evict the least recently used vectors above this size.
 
     Raises:
         EmbeddingError: the file cannot be created or opened.
     """
+
+    path: Path | str
+
+    def __new__(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> VectorStore:
+        if cls is VectorStore and is_postgres_url(path):
+            from shortlist.embeddings.postgres import PostgresVectorStore
+
+            return object.__new__(PostgresVectorStore)  # whose __init__ then runs
+        return object.__new__(cls)
 
     def __init__(self, path: str | os.PathLike[str], *, max_mb: int = DEFAULT_MAX_MB) -> None:
         self.path = Path(path)
@@ -253,7 +314,10 @@ class VectorStore:
                         [model, *chunk],
                     ).fetchall()
                     for key, dim, blob, used in rows:
-                        found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
+                        vec = decode_vector(dim, blob)
+                        if vec is None:
+                            continue
+                        found[key] = vec
                         if used < now - _TOUCH_AFTER_US:
                             stale.append(key)
                 if stale:

@@ -35,7 +35,7 @@ except ImportError as exc:  # the store names its extra instead of a traceback
         "the PostgreSQL feedback log needs psycopg: pip install 'shortlist[postgres]'"
     ) from exc
 
-from shortlist._pg import IdlePool, first_line
+from shortlist._pg import IdlePool, first_line, migrate
 
 __all__ = ["MIGRATIONS", "POSTGRES", "PostgresFeedbackStore"]
 
@@ -126,17 +126,8 @@ class PostgresFeedbackStore(FeedbackStore):
         return redact_url(self.path)
 
     def _migrate(self) -> None:
-        with self._lock, self._pg() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS shortlist_feedback_migrations"
-                " (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-            )
-            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM shortlist_feedback_migrations").fetchone()
-            current = int(row[0]) if row else 0
-            for version, sql in enumerate(MIGRATIONS[current:], start=current + 1):
-                conn.execute(sql.encode())  # several statements: sent as one simple query
-                conn.execute("INSERT INTO shortlist_feedback_migrations (version) VALUES (%s)", (version,))
+        with self._lock, self._pg() as conn:
+            migrate(conn, table="shortlist_feedback_migrations", lock_id=_LOCK_ID, migrations=MIGRATIONS)
 
     # -- writing ----------------------------------------------------------------------------
 

@@ -187,7 +187,7 @@ class Bm25Ranker(Ranker):
             for pos, entry in enumerate(self._entries):
                 # Tuple equality compares element identity first (C speed, no hashing), then
                 # Candidate equality, so a reloaded but identical catalog is a hit too.
-                if len(entry.candidates) == len(cands) and entry.candidates == cands:
+                if entry.candidates is cands or (len(entry.candidates) == len(cands) and entry.candidates == cands):
                     if pos:
                         self._entries.insert(0, self._entries.pop(pos))
                     return entry

@@ -240,7 +240,8 @@ class EmbeddingRanker(Ranker):
         cands = tuple(candidates)
         with self._lock:
             for i, cat in enumerate(self._catalogs):
-                if cat.candidates == cands:  # identity first, then field equality
+                # the same tuple (a loaded catalog): no element loop; else element identity, then field equality
+                if cat.candidates is cands or cat.candidates == cands:
                     if i:
                         self._catalogs.insert(0, self._catalogs.pop(i))
                     return cat
@@ -267,7 +268,12 @@ class EmbeddingRanker(Ranker):
                 self._desc_vecs[key] = vec
             for ex, vec in zip(miss_examples, vecs[len(miss_keys) :], strict=True):
                 self._example_vecs[ex] = vec
-        desc = np.stack([self._desc_vecs[(c.id, c.description)] for c in cands]).astype(np.float32)
+        keys = [(c.id, c.description) for c in cands]
+        desc = np.stack([self._desc_vecs[key] for key in keys], dtype=np.float32)
+        # The memo keeps rows of this matrix, not of the batches they came from: one copy of each
+        # vector (at 100,000 tools the batch and the matrix would be 150 MB each).
+        for key, row in zip(keys, desc, strict=True):
+            self._desc_vecs[key] = row
         rows: list[_F32] = []
         owners: list[int] = []
         counts: list[int] = []
@@ -278,7 +284,7 @@ class EmbeddingRanker(Ranker):
                 counts.append(len(exs))
                 rows.extend(self._example_vecs[e] for e in exs)
         dim = desc.shape[1]
-        examples = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+        examples = np.stack(rows, dtype=np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
         if examples.shape[1] != dim:
             raise EmbeddingError(f"{self.name}: example vectors have {examples.shape[1]} dims, not {dim}")
         count_arr = np.asarray(counts, dtype=np.intp)

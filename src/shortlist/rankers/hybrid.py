@@ -272,6 +272,9 @@ class HybridRanker(Ranker):
     def _scored(self, query: Query, candidates: Sequence[Candidate], *, confidence: bool = True) -> _Scored:
         texts = [query.text, *self.intents(query.text)]
         cat = self.dense.prepare(candidates)
+        # The BM25 side gets the catalog's own tuple: its index is then found by element identity,
+        # not by comparing every candidate field by field (once per part) when they are equal copies.
+        candidates = cat.candidates
         # One model call: each text behind the prefix (its description score); the texts as written
         # too (their example score and, for the whole query, the confidence) only when the catalog
         # has examples or the confidence is asked for, so a zero-shot turn embeds one text.
