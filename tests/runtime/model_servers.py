@@ -164,7 +164,7 @@ def responses_answer(items: list[dict[str, Any]], *, status: str = "completed") 
         "tools": [],
         "usage": {
             "input_tokens": 3,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": 2,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 5,

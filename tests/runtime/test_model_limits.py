@@ -290,6 +290,10 @@ def test_bad_constructor_arguments_are_config_errors() -> None:
         AnthropicMessagesModel("", base_url="http://127.0.0.1:1")
     with pytest.raises(ConfigError, match="betas"):
         AnthropicMessagesModel("m", betas=[""])
+    with pytest.raises(ConfigError, match="auth must be"):
+        AnthropicMessagesModel("m", auth="basic")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="version"):
+        AnthropicMessagesModel("m", version="")
     with pytest.raises(ConfigError, match="max_tool_calls"):
         CallableModel(lambda r: r, max_tool_calls=0)
 

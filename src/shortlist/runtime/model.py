@@ -23,7 +23,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -325,15 +325,20 @@ def _flags(value: Any, where: str) -> list[str]:
 class AnthropicMessagesModel(HTTPChatModel):
     """Anthropic's Messages API, ``POST {base_url}/v1/messages`` (the runtime's ``format="anthropic"``).
 
-    Sends ``x-api-key`` (from ``api_key_env``), ``anthropic-version: 2023-06-01`` and, only when
-    a flag is asked for, ``anthropic-beta``: the constructor's ``betas`` plus a request's own
-    ``betas`` list (removed from the body, as the SDK's ``client.beta.messages.create`` does).
+    Sends the key (from ``api_key_env``) as ``x-api-key``, ``anthropic-version: 2023-06-01`` and,
+    only when a flag is asked for, ``anthropic-beta``: the constructor's ``betas`` plus a
+    request's own ``betas`` list (removed from the body, as the SDK's
+    ``client.beta.messages.create`` does). The ``anthropic`` SDK 2.15 sends its key as
+    ``Authorization: Bearer`` and ``anthropic-version: 2026-10-21``; ``auth="bearer"`` and
+    ``version=`` send the same.
 
     Args:
         model: the model name.
         base_url: the API root without ``/v1`` (as the SDK's ``base_url``).
         api_key_env: the environment variable holding the key.
         betas: ``anthropic-beta`` flags sent with every request.
+        version: the ``anthropic-version`` header.
+        auth: how the key is sent: ``x-api-key`` or ``bearer`` (``Authorization: Bearer``).
         timeout_s, max_response_bytes, max_tool_calls: the limits of :class:`HTTPChatModel`.
     """
 
@@ -346,6 +351,8 @@ class AnthropicMessagesModel(HTTPChatModel):
         base_url: str = "https://api.anthropic.com",
         api_key_env: str | None = "ANTHROPIC_API_KEY",
         betas: Iterable[str] = (),
+        version: str = ANTHROPIC_VERSION,
+        auth: Literal["x-api-key", "bearer"] = "x-api-key",
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
@@ -354,10 +361,20 @@ class AnthropicMessagesModel(HTTPChatModel):
             self.betas: tuple[str, ...] = tuple(_flags(betas, "AnthropicMessagesModel"))
         except ModelError as exc:
             raise ConfigError(str(exc)) from exc
+        if not isinstance(version, str) or not version:
+            raise ConfigError("AnthropicMessagesModel: version must be an anthropic-version date, e.g. 2023-06-01")
+        if auth not in ("x-api-key", "bearer"):
+            raise ConfigError(f"AnthropicMessagesModel: auth must be 'x-api-key' or 'bearer', not {auth!r}")
+        self.version = version
+        key = (
+            self._key_header(api_key_env, "x-api-key")
+            if auth == "x-api-key"
+            else self._key_header(api_key_env, "Authorization", "Bearer ")
+        )
         super().__init__(
             model,
             base_url=base_url,
-            headers={"anthropic-version": ANTHROPIC_VERSION, **self._key_header(api_key_env, "x-api-key")},
+            headers={"anthropic-version": version, **key},
             timeout_s=timeout_s,
             max_response_bytes=max_response_bytes,
             max_tool_calls=max_tool_calls,
