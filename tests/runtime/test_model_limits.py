@@ -155,7 +155,6 @@ def test_five_thousand_tool_calls_in_one_answer_are_refused(kind: str, serve: Ca
     asyncio.run(complete(make(kind, server.url), request_for(kind)))
 
 
-@pytest.mark.slow  # a conversation (its loop thread, the lexical selector) and a server thread
 def test_no_tool_of_a_flooding_answer_runs_in_a_conversation(serve: Callable[[Script], ModelServer]) -> None:
     ran: list[int] = []
 

@@ -385,7 +385,6 @@ def get_weather(city: str) -> dict[str, str]:
     return {"city": city, "forecast": "cold"}
 
 
-@pytest.mark.slow  # a conversation and a server thread
 def test_a_conversation_over_the_anthropic_model(serve: Callable[[Script], ModelServer]) -> None:
     def script(r: Any) -> Reply:
         last = r.body["messages"][-1]["content"]
@@ -415,7 +414,6 @@ def test_a_conversation_over_the_anthropic_model(serve: Callable[[Script], Model
         assert rec.path == "/v1/messages" and "anthropic-beta" not in rec.headers
 
 
-@pytest.mark.slow  # a conversation and a server thread
 def test_a_conversation_over_the_responses_model(serve: Callable[[Script], ModelServer]) -> None:
     def script(r: Any) -> Reply:
         outputs = [i for i in r.body["input"] if i.get("type") == "function_call_output"]
