@@ -35,6 +35,8 @@ class Reply:
     delay: float = 0.0
     #: a Content-Length to announce instead of the true one
     declared: int | None = None
+    #: more response headers (e.g. Content-Encoding)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Script = Callable[[Recorded], Reply]
@@ -77,6 +79,8 @@ def serve(script: Script) -> ModelServer:
             data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
             if reply.declared is not None:
                 self.send_header("Content-Length", str(reply.declared))
             elif not reply.chunk:

@@ -4,6 +4,7 @@ chat answer must carry ``choices``. Each endpoint here misbehaves for real on lo
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -120,6 +121,15 @@ def test_an_answer_over_the_default_cap_is_refused_while_streaming(
     server = serve(lambda r: Reply(raw=data, chunk=1 << 20))
     with pytest.raises(ModelError, match="more than max_response_bytes=16,777,216"):
         asyncio.run(complete(make(kind, server.url), request_for(kind)))
+
+
+def test_a_compressed_answer_is_capped_after_decoding(serve: Callable[[Script], ModelServer]) -> None:
+    # 20 MB of JSON that gzips to about 20 kB: the cap counts what it would take in memory
+    bomb = gzip.compress(json.dumps(chat_answer(" " * 20_000_000)).encode())
+    assert len(bomb) < 100_000
+    server = serve(lambda r: Reply(raw=bomb, headers={"Content-Encoding": "gzip"}))
+    with pytest.raises(ModelError, match="sent more than max_response_bytes=16,777,216"):
+        asyncio.run(complete(make("chat", server.url), CHAT_REQUEST))
 
 
 def test_an_announced_huge_answer_is_refused_before_reading(serve: Callable[[Script], ModelServer]) -> None:
@@ -295,6 +305,24 @@ def test_bad_constructor_arguments_are_config_errors() -> None:
         AnthropicMessagesModel("m", version="")
     with pytest.raises(ConfigError, match="max_tool_calls"):
         CallableModel(lambda r: r, max_tool_calls=0)
+
+
+@pytest.mark.parametrize(
+    ("kind", "request_"),
+    [
+        ("chat", ANTHROPIC_REQUEST | {"system": "be brief"}),
+        ("responses", ANTHROPIC_REQUEST | {"system": "be brief"}),
+        ("anthropic", {**CHAT_REQUEST, "messages": [{"role": "system", "content": "x"}, *CHAT_REQUEST["messages"]]}),
+        ("anthropic", CHAT_REQUEST | {"tools": [{"type": "function", "function": {"name": "f"}}]}),
+    ],
+)
+def test_a_request_in_the_other_format_is_refused_before_sending(
+    kind: str, request_: dict[str, Any], serve: Callable[[Script], ModelServer]
+) -> None:
+    server = serve(lambda r: Reply(text_answer(kind, "x")))
+    with pytest.raises(ModelError, match=r"takes .* requests \(Conversation\(format="):
+        asyncio.run(complete(make(kind, server.url), request_))
+    assert server.requests == []
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "responses"])

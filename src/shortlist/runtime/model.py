@@ -304,6 +304,11 @@ class OpenAIChatModel(HTTPChatModel):
                 ``choices`` list whose first entry has a ``message`` object.
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
+        if _anthropic_shaped(request):
+            raise ModelError(
+                f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), "
+                "not Anthropic messages (a top-level `system` or `input_schema` tools)"
+            )
         body = await self._post("/chat/completions", {"model": self.model, **request})
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -312,6 +317,23 @@ class OpenAIChatModel(HTTPChatModel):
             raise ModelError(f"{self.endpoint} {self.base_url} answered without `choices[0].message`")
         _check_tool_calls(body, self.max_tool_calls, f"{self.endpoint} {self.base_url}")
         return body
+
+
+def _anthropic_shaped(request: Mapping[str, Any]) -> bool:
+    """A messages request: a top-level ``system`` or tools with ``input_schema``."""
+    tools = request.get("tools")
+    return "system" in request or (
+        isinstance(tools, list) and any(isinstance(t, Mapping) and "input_schema" in t for t in tools)
+    )
+
+
+def _chat_shaped(request: Mapping[str, Any]) -> bool:
+    """A chat-completions request: the system prompt as the first message, or ``function`` tools."""
+    messages, tools = request.get("messages"), request.get("tools")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    return (isinstance(first, Mapping) and first.get("role") == "system") or (
+        isinstance(tools, list) and any(isinstance(t, Mapping) and "function" in t for t in tools)
+    )
 
 
 def _flags(value: Any, where: str) -> list[str]:
@@ -389,6 +411,11 @@ class AnthropicMessagesModel(HTTPChatModel):
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
         where = f"{self.endpoint} {self.base_url}"
+        if _chat_shaped(request):
+            raise ModelError(
+                "AnthropicMessagesModel takes Anthropic messages requests (Conversation(format='anthropic')), "
+                "not chat completions (a system message first, or `function` tools)"
+            )
         body = {"model": self.model, **request}
         flags = list(self.betas)
         if "betas" in body:
@@ -456,6 +483,11 @@ class OpenAIResponsesModel(HTTPChatModel):
         from shortlist.runtime.responses import from_responses_answer, to_responses_request
 
         where = f"{self.endpoint} {self.base_url}"
+        if _anthropic_shaped(request):
+            raise ModelError(
+                "OpenAIResponsesModel takes chat-completions requests (Conversation(format='openai')) or "
+                "Responses requests, not Anthropic messages (a top-level `system` or `input_schema` tools)"
+            )
         native = "input" in request and "messages" not in request
         body = {"model": self.model, **request} if native else to_responses_request(request, model=self.model)
         if self.store is not None:
