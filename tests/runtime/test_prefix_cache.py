@@ -367,3 +367,16 @@ def test_replacing_the_history_is_reported_as_the_reason() -> None:
     result = conv.send("hello again")
     assert result.report.prefix == {"request": 2, "survived": False, "part": "history", "reason": "history_replaced"}
     assert [m["content"] for m in requests[-1]["messages"][1:]] == ["earlier", "sure", "hello again"]
+
+
+def test_a_turn_past_the_low_water_mark_is_reduced_to_the_budget_instead() -> None:
+    import asyncio
+
+    window = HistoryWindow(max_tokens=300, low_water=0.5)
+    window.append_user({"role": "user", "content": "old " * 120})
+    window.append({"role": "assistant", "content": "answer " * 60})
+    window.append_user({"role": "user", "content": "now " * 200})  # alone past the mark (150), within 300
+    outcome = asyncio.run(window.reduce(goal="now"))
+    assert outcome is not None and outcome.reduced and outcome.tokens_after is not None
+    assert 150 < outcome.tokens_after <= 300
+    assert window.messages[-1]["content"] == "now " * 200

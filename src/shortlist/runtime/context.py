@@ -34,7 +34,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, ContextBudgetError
 from shortlist.events import Event, emit
 
 if TYPE_CHECKING:
@@ -311,11 +311,16 @@ class HistoryWindow:
         self.target_tokens = max(1, math.floor(max_tokens * low_water)) if max_tokens is not None else None
         self.target_chars = max(1, math.floor(max_chars * low_water)) if max_chars is not None else None
         self.stage: ReductionStage | None = None
+        #: the same stage at the budget itself: the fallback when the turn alone passes the mark
+        self.budget_stage: ReductionStage | None = None
         if max_tokens is not None or max_chars is not None:
             from shortlist.reduction import ReductionStage
 
             self.stage = ReductionStage.local(
                 "history", max_tokens=self.target_tokens, max_chars=self.target_chars, selector=reduction
+            )
+            self.budget_stage = ReductionStage.local(
+                "history", max_tokens=max_tokens, max_chars=max_chars, selector=reduction
             )
         self.messages: list[dict[str, Any]] = []
         #: reductions applied so far
@@ -393,7 +398,8 @@ class HistoryWindow:
             What was done, or None when no budget applies.
 
         Raises:
-            ContextBudgetError: the current turn alone does not fit the low-water mark.
+            ContextBudgetError: what must stay (the current turn, the loaded searches) does not
+                fit the budget itself (it passing only the low-water mark reduces to the budget).
         """
         if self.stage is None:
             return None
@@ -517,7 +523,13 @@ class HistoryWindow:
             f.replace(protected=True) if f.step in kept_steps or (users_fit and f.kind == "user") else f
             for f in fragments
         ]
-        result = await self.stage.reduce(marked, goal=goal)
+        try:
+            result = await self.stage.reduce(marked, goal=goal)
+        except ContextBudgetError:
+            # what must stay (the current turn, loaded searches) passes the low-water mark but
+            # may fit the budget itself: reduce to the budget rather than not at all
+            assert self.budget_stage is not None
+            result = await self.budget_stage.reduce(marked, goal=goal)
         self.messages = openai_from_fragments(result.fragments)
         after = self._sizes(self._fragments(self.messages))
         return sum(after.tokens), sum(after.chars), result.over_budget
