@@ -13,9 +13,12 @@ must be byte-identical, and the messages must extend the previous request's (Ant
 2. **reduction** (both formats): 30 long turns (about 360 tokens each: a question, every third
    turn a tool call and its result, a long answer) under a 6,000-token history budget.
    Reported: requests that broke the cached prefix (and which part), reductions.
-3. **needles**: 60-turn conversations (5 seeds) in which the user states three facts in the
-   first turns; after each reduction, is each fact still in the request? Reported: the share of
-   facts still there after the 1st, 2nd and 3rd reduction.
+3. **needles**: 60-turn conversations (5 seeds, both formats) in which the user states three
+   facts in the first turns, and the model three others in its first answers; after each
+   reduction, is each fact still in the request? Reported: the share of facts still there after
+   the 1st, 2nd and 3rd reduction, and in the last request. (An older runtime "reduces" on
+   every turn once over budget, a small trim each time, so its "after 3 reductions" is three
+   turns after the budget was first passed: compare the last-request shares.)
 
 Run: ``python bench/bench_prefix.py [--json] [--turns 30] [--budget 6000]``. It runs against
 whatever ``shortlist`` is importable, so the same script measures an older checkout
@@ -287,6 +290,8 @@ def long_conversation(fmt: str, turns: int, budget: int, seed: int, needles: boo
         history_breaks = [i for i, part in breaks if part == "history"]
         out["user_kept"] = [facts_kept(requests[i], facts) for i in history_breaks[:3]]
         out["model_kept"] = [facts_kept(requests[i], said) for i in history_breaks[:3]]
+        out["user_kept_at_end"] = facts_kept(requests[-1], facts)
+        out["model_kept_at_end"] = facts_kept(requests[-1], said)
         out["facts"] = len(facts)
     return out
 
@@ -311,6 +316,8 @@ def main() -> int:
         result["reduction"].append(long_conversation(fmt, args.turns, args.budget, seed=1, needles=False))
     kept = {"user": [0, 0, 0], "model": [0, 0, 0]}
     reached = [0, 0, 0]
+    at_end = {"user": 0, "model": 0}
+    runs = 0
     for seed in range(args.seeds):
         for fmt in ("anthropic", "openai"):
             run = long_conversation(fmt, args.needle_turns, args.budget, seed=100 + seed, needles=True)
@@ -318,10 +325,14 @@ def main() -> int:
                 kept["user"][k] += user
                 kept["model"][k] += model
                 reached[k] += run["facts"]
+            at_end["user"] += run["user_kept_at_end"]
+            at_end["model"] += run["model_kept_at_end"]
+            runs += run["facts"]
     for who, counts in kept.items():
         result["needles"][f"stated_by_{who}"] = [
             round(c / r, 3) if r else None for c, r in zip(counts, reached, strict=True)
         ]
+        result["needles"][f"stated_by_{who}_at_turn_{args.needle_turns}"] = round(at_end[who] / runs, 3)
     result["needles"]["facts_per_reduction"] = reached
     if args.json:
         print(json.dumps(result, indent=2))
