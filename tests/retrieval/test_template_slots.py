@@ -71,7 +71,8 @@ def test_ordinary_full_width_text_is_kept_as_written() -> None:
     assert "東京の住所は１２３" in block
 
 
-def test_end_to_end_a_remembered_slot_does_not_blow_up_the_next_prompt() -> None:
+@pytest.mark.parametrize("placement", ["system", "history"])
+def test_end_to_end_a_remembered_slot_does_not_blow_up_the_next_prompt(placement: str) -> None:
     store = InMemoryStore()
     requests: list[dict[str, Any]] = []
 
@@ -93,10 +94,25 @@ def test_end_to_end_a_remembered_slot_does_not_blow_up_the_next_prompt() -> None
         scope=SCOPE,
         corpus=Corpus(),
     )
-    conv = Conversation(pack, model=model, tool_selector=None, skills_selector=None)
+    conv = Conversation(
+        pack,
+        model=model,
+        tool_selector=None,
+        skills_selector=None,
+        grounding_placement=placement,  # type: ignore[arg-type]
+    )
     conv.send("remember this")
     conv.send("what is my preference?")
     system = requests[-1]["messages"][0]["content"]
     assert requests[-1]["messages"][0]["role"] == "system"
-    assert system.count("<grounding>") == 1
-    assert COUNT(system) < 3000
+    if placement == "system":
+        assert system.count("<grounding>") == 1
+        assert COUNT(system) < 3000
+        return
+    # with the turn: the remembered slot is injected as text into the new turn, never expanded
+    assert system == "Agent.\n\n"
+    whole = json.dumps(requests[-1]["messages"])
+    context = requests[-1]["messages"][-1]["content"][0]["text"]
+    assert whole.count("<grounding>") == 1 and context.count("{{grounding}}") == 40
+    assert context.startswith("<memories>")  # the passage is already in the history: not injected again
+    assert COUNT(whole) < 3000

@@ -86,7 +86,7 @@ def test_wildcard_allowed_tools_survive_narrowing_as_a_set() -> None:
     assert offered[0][-1] == "find_tools"  # read_pdf is deferred
 
 
-def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path) -> None:
+def _two_skills(tmp_path: Path) -> None:
     skill = tmp_path / "skills" / "pdf-forms"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text(
@@ -95,8 +95,9 @@ def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path
     other = tmp_path / "skills" / "spreadsheets"
     other.mkdir()
     (other / "SKILL.md").write_text("---\nname: spreadsheets\ndescription: Analyse spreadsheet tables\n---\nx\n")
-    requests: list[dict[str, Any]] = []
 
+
+def _activate_pdf_forms(requests: list[dict[str, Any]]) -> Any:
     def script(req: dict[str, Any]) -> dict[str, Any]:
         requests.append(req)
         last = req["messages"][-1]
@@ -105,16 +106,27 @@ def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path
             return {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": "s", "type": "function", "function": fn}],
+                "tool_calls": [{"id": f"s{len(requests)}", "type": "function", "function": fn}],
             }
         return {"role": "assistant", "content": "activated"}
+
+    return script
+
+
+def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path) -> None:
+    # grounding_placement="system": the turn's narrowed index is in skill__activate's description
+    _two_skills(tmp_path)
+    requests: list[dict[str, Any]] = []
+    script = _activate_pdf_forms(requests)
 
     pack = Pack(
         tools=[Tool.from_function(send_email), Tool.from_function(read_pdf)],
         allowed_tools=["send_email"],
         skills=[tmp_path / "skills"],
     )
-    conv = Conversation(pack, model=script, k=1, tool_selector="bm25", skills_selector="bm25")
+    conv = Conversation(
+        pack, model=script, k=1, tool_selector="bm25", skills_selector="bm25", grounding_placement="system"
+    )
     conv.send("please fill this pdf form")
     tools_first = {t["function"]["name"]: t["function"]["description"] for t in requests[0]["tools"]}
     assert "pdf-forms" in tools_first["skill__activate"] and "spreadsheets" not in tools_first["skill__activate"]
@@ -122,9 +134,42 @@ def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path
     tools_second = [t["function"]["name"] for t in requests[1]["tools"]]
     assert "read_pdf" in tools_second  # the activated skill added its tool
     # an image-only turn restores the full index
-    conv.send({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]})
+    image = conv.send({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]})
     last_index = {t["function"]["name"]: t["function"]["description"] for t in requests[-1]["tools"]}
     assert "spreadsheets" in last_index["skill__activate"]
+    # the index changed the tools array, so the cached prefix broke there, and the report says why
+    assert image.report.prefix == {"request": 3, "survived": False, "part": "tools", "reason": "skill_index"}
+
+
+def test_skills_index_listed_once_in_the_history_keeps_the_tools_array(tmp_path: Path) -> None:
+    _two_skills(tmp_path)
+    requests: list[dict[str, Any]] = []
+    pack = Pack(
+        tools=[Tool.from_function(send_email), Tool.from_function(read_pdf)],
+        allowed_tools=["send_email"],
+        skills=[tmp_path / "skills"],
+    )
+    conv = Conversation(pack, model=_activate_pdf_forms(requests), k=1, tool_selector="bm25", skills_selector="bm25")
+    first = conv.send("please fill this pdf form")
+    # the turn's narrowed index is listed before the user's text, in that turn's user message
+    listing, own = requests[0]["messages"][1]["content"]
+    assert own == {"type": "text", "text": "please fill this pdf form"}
+    assert "- pdf-forms: Fill and read PDF forms" in listing["text"] and "spreadsheets" not in listing["text"]
+    assert "read_pdf" in [t["function"]["name"] for t in requests[1]["tools"]]  # activation still adds its tool
+    assert first.report.prefix_breaks == [{"request": 2, "survived": False, "part": "tools", "reason": "skill_tools"}]
+    # the same skill asked again: nothing new to list, the message is the user's text alone
+    conv.send("fill another pdf form")
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "fill another pdf form"}
+    # an image-only turn surfaces the full index: only the skill not listed yet is added
+    conv.send({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]})
+    listing, image = requests[-2]["messages"][-1]["content"]
+    assert "- spreadsheets: Analyse spreadsheet tables" in listing["text"] and "pdf-forms" not in listing["text"]
+    assert image["type"] == "image_url"
+    descriptions = {json.dumps([t for t in r["tools"] if t["function"]["name"] == "skill__activate"]) for r in requests}
+    assert len(descriptions) == 1  # the index never re-rendered into the tools array
+    assert "pdf-forms" not in descriptions.pop()
+    # the conversation itself holds the user's messages as sent, without the listing
+    assert [m for m in conv.history if m["role"] == "user"][-1]["content"] == [image]
 
 
 def test_mcp_servers_start_once_across_send_turns(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_PROFILE_CATEGORIES",
     "GROUNDING_PREFACE",
     "MEMORY_PREFACE",
+    "ContextBlocks",
     "ContextRetriever",
     "GroundingResult",
     "LineFormatter",
@@ -37,6 +38,7 @@ __all__ = [
     "default_line",
     "format_context",
     "gather_grounding",
+    "render_blocks",
     "render_grounding",
     "render_system_prompt",
 ]
@@ -146,8 +148,20 @@ def format_context(
         preface: the sentence at the top of the block (default by tag).
         count_tokens: token counter (default: tiktoken ``o200k_base``, else ``ceil(chars/4)``).
     """
+    return _fit_block(memories, budget_tokens, formatter, tag, preface, count_tokens)[0]
+
+
+def _fit_block(
+    memories: Sequence[Memory],
+    budget_tokens: int | None,
+    formatter: LineFormatter | None,
+    tag: str,
+    preface: str | None,
+    count_tokens: Callable[[str], int] | None,
+) -> tuple[str, tuple[Memory, ...]]:
+    """:func:`format_context`'s block and the items it holds (those that fit the budget)."""
     if not memories:
-        return ""
+        return "", ()
     fmt = formatter or default_line
     count = count_tokens or _counter()
     if preface is None:
@@ -155,6 +169,7 @@ def format_context(
     head, tail = f"<{tag}>\n{preface}\n", f"</{tag}>"
     used = count(head) + count(tail)
     lines: list[str] = []
+    held: list[Memory] = []
     for memory in memories:
         line = _clean(fmt(memory))
         if not line:
@@ -163,10 +178,11 @@ def format_context(
         if budget_tokens is not None and used + cost > budget_tokens:
             continue
         lines.append(line)
+        held.append(memory)
         used += cost
     if not lines:
-        return ""
-    return head + "\n".join(lines) + "\n" + tail
+        return "", ()
+    return head + "\n".join(lines) + "\n" + tail, tuple(held)
 
 
 def _ambient_memories(
@@ -245,6 +261,40 @@ def gather_grounding(
     return GroundingResult(tuple(memories), tuple(documents))
 
 
+@dataclass(frozen=True, slots=True)
+class ContextBlocks:
+    """The delimited blocks of one turn's grounding, and the items that fit their budgets.
+
+    Attributes:
+        memories: the ``<memories>`` block (``""`` when nothing fits).
+        grounding: the ``<grounding>`` block (``""`` when nothing fits).
+        held: the memories and passages the blocks hold, best first.
+    """
+
+    memories: str = ""
+    grounding: str = ""
+    held: GroundingResult = GroundingResult()
+
+
+def render_blocks(
+    grounding: GroundingResult,
+    *,
+    memory_budget_tokens: int | None = 800,
+    grounding_budget_tokens: int | None = 1500,
+    formatter: LineFormatter | None = None,
+) -> ContextBlocks:
+    """Render the delimited ``<memories>`` and ``<grounding>`` blocks of ``grounding``.
+
+    The one renderer of injected context, wherever it goes: the system prompt's slots
+    (:func:`render_grounding`) or the turn's user message (the runtime's default placement).
+    Each item is cleaned by :func:`format_context`, so it can neither close nor open a block;
+    an item that does not fit its block's budget is left out (and out of ``held``).
+    """
+    mem_block, mems = _fit_block(grounding.memories, memory_budget_tokens, formatter, "memories", None, None)
+    doc_block, docs = _fit_block(grounding.documents, grounding_budget_tokens, formatter, "grounding", None, None)
+    return ContextBlocks(mem_block, doc_block, GroundingResult(mems, docs))
+
+
 def render_grounding(
     template: str,
     grounding: GroundingResult,
@@ -260,12 +310,13 @@ def render_grounding(
         append_missing: when the template has neither slot, append the blocks at its end
             (the runtime's choice) instead of dropping them (the reference's behaviour).
     """
-    mem_block = format_context(
-        grounding.memories, budget_tokens=memory_budget_tokens, formatter=formatter, tag="memories"
+    rendered = render_blocks(
+        grounding,
+        memory_budget_tokens=memory_budget_tokens,
+        grounding_budget_tokens=grounding_budget_tokens,
+        formatter=formatter,
     )
-    doc_block = format_context(
-        grounding.documents, budget_tokens=grounding_budget_tokens, formatter=formatter, tag="grounding"
-    )
+    mem_block, doc_block = rendered.memories, rendered.grounding
     has_mem, has_doc = bool(_SLOT["memory_context"].search(template)), bool(_SLOT["grounding"].search(template))
     if append_missing and not has_mem and not has_doc:
         extra = "\n\n".join(b for b in (mem_block, doc_block) if b)

@@ -102,14 +102,31 @@ class Capabilities:
         """Tools that the active skills added (offered on top of the narrowed ones)."""
         return tuple(self.skills.active_tools) if self.skills is not None else ()
 
-    def system_tool_defs(self) -> list[ToolDef]:
-        """The runtime's own tools for this turn: memory tools and skill tools."""
+    def system_tool_defs(self, *, listed_index: bool = False) -> list[ToolDef]:
+        """The runtime's own tools for this turn: memory tools and skill tools.
+
+        Args:
+            listed_index: the skill index is listed in the conversation (:meth:`skill_index`),
+                so ``skill__activate`` carries one fixed description instead of this turn's
+                index, and the tools array does not change when the index does.
+        """
         defs: list[ToolDef] = []
         if self.memory_tools is not None:
             defs.extend(ToolDef(d.name, d.description, d.parameters) for d in self.memory_tools.definitions())
         if self.skills is not None:
-            defs.extend(_tool_def(c) for c in self.skills.tools())
+            from shortlist.skills.index import SKILL_ACTIVATE_LISTED
+            from shortlist.skills.tools import SKILL_ACTIVATE
+
+            for c in self.skills.tools():
+                d = _tool_def(c)
+                if listed_index and d.name == SKILL_ACTIVATE:
+                    d = ToolDef(d.name, SKILL_ACTIVATE_LISTED, d.parameters)
+                defs.append(d)
         return defs
+
+    def skill_index(self) -> list[Candidate]:
+        """This turn's skill index (the narrowed skills, by name; empty without skills)."""
+        return self.skills.index() if self.skills is not None else []
 
     async def execute(self, name: str, arguments: Mapping[str, Any] | str) -> tuple[str, str]:
         """Execute a runtime tool; return ``(source, result text)``.

@@ -4,13 +4,22 @@ A turn: (1) narrow the skill index and decide the turn's tool *offer* with the
 conversation's :class:`~shortlist.offer.ToolSession` (``per_turn``, ``stable`` or
 ``deferred``; deferred tools the ranking expects are *prefetched* into the history as a
 synthetic ``find_tools`` call and result, with no model call); (2) retrieve grounding and
-memories *before* rendering the system prompt; (3) reduce the history to its budget; (4)
-build the request in OpenAI or Anthropic format, with the provider's deferred loading and
-cache breakpoints (``runtime/formats.py``); (5) call the model and execute its tool calls
-(``find_tools`` by the session's search, ranked by the bound selector; ``memory__*`` and
+memories before the request is built, and put what the history does not carry yet into the
+turn's user message (or, with ``grounding_placement="system"``, into the system prompt); (3)
+when the history passes its budget, reduce it to the low-water mark; (4) build the request in
+OpenAI or Anthropic format, with the provider's deferred loading and cache breakpoints
+(``runtime/formats.py``), and check it against the previous request (did the cached prefix
+survive, and if not, which part broke it and why); (5) call the model and execute its tool
+calls (``find_tools`` by the session's search, ranked by the bound selector; ``memory__*`` and
 ``skill__*`` by the runtime, host tools by their functions, MCP tools by their server),
 looping until it answers or the round limit; (6) return the answer and a turn report. A
 selector, retriever, reducer or feedback-log failure is an event, never a failed turn.
+
+**Every part of the context under the cache.** Providers cache tools → system → messages by
+prefix. By default the tools array and the system prompt are the same on every request, the
+turn's grounding, memories and newly surfaced skills enter the history with the turn (and stay,
+never injected twice), and the history only grows between reductions, which come in rare large
+steps (``runtime/context.py``).
 
 **The default offer policy** is ``deferred`` for ``format="anthropic"`` (the tools block never
 changes, so the cached prefix survives every turn; found tools enter the history through
@@ -55,6 +64,12 @@ from shortlist.offer import (
     ToolSession,
     default_policy,
 )
+from shortlist.runtime.context import (
+    DEFAULT_LOW_WATER,
+    GroundingPlacement,
+    HistoryWindow,
+    PrefixTracker,
+)
 from shortlist.runtime.formats import (
     FIND_TOOLS,
     Format,
@@ -74,14 +89,13 @@ from shortlist.selection.base import Selector
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.selection.narrowing import is_wildcard
-from shortlist.selection.query import last_user_text
+from shortlist.selection.query import last_user_text, message_text
 from shortlist.tokens import count_tokens, tool_text
 from shortlist.types import Candidate, Query, TurnSelection
 
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
     from shortlist.memory import MemoryStore
-    from shortlist.reduction import ReductionStage
     from shortlist.retrieval.inject import ContextRetriever
     from shortlist.skills import Skill, SkillSource
 
@@ -127,8 +141,11 @@ class Pack:
 
     Args:
         id: the pack id (sent to selectors as ``pack_id``).
-        system_prompt: the template; ``{{grounding}}`` and ``{{memory_context}}`` are replaced
-            by the delimited context of the turn (appended at the end when absent).
+        system_prompt: the template. Under the conversation's default ``grounding_placement``
+            (``"history"``) its ``{{grounding}}`` and ``{{memory_context}}`` slots are left
+            empty and the turn's context goes into the turn's user message; under
+            ``"system"`` they receive the delimited context of the turn (appended at the end
+            when absent).
         tools: host tools.
         allowed_tools: the tool names (and ``mcp__server__*`` wildcards) offered; None = all.
         skills: skill sources (directories or inline skills) for ``skill__*`` tools.
@@ -194,13 +211,33 @@ class Conversation:
             companions along. Share one across a pack's conversations; None: a fresh one,
             seeded from ``pack.feedback`` when the pack has a feedback log.
         max_rounds: model calls per turn before giving up.
-        max_tokens / max_chars: the history budget (None: no reduction).
-        reduction: ``"relevance"`` (default) or ``"newest"``: the local reducer.
+        max_tokens / max_chars: the history budget (None: no reduction). Nothing is reduced
+            while the history fits; once it passes the budget it is reduced to ``low_water`` of it.
+        reduction: ``"relevance"`` (default) or ``"newest"``: how the local reducer picks the
+            steps it keeps once clearing old tool results and old context was not enough.
+        low_water: the share of the budget a reduction brings the history down to (default
+            0.6): the room left is what the next turns append to a stable cached prefix.
+        grounding_tokens: the token budget of each injected block (memories, passages).
+        grounding_placement: where the turn's grounding, ambient memories and skill index go:
+            ``"history"`` (default: with the turn, in its user message, once; the system prompt
+            and the tools array stay the same on every request) or ``"system"`` (rendered into
+            the system prompt every turn, and the skill index into ``skill__activate``'s
+            description; each change re-writes the provider's cache from there on).
         on_event: a hook called with every event of this conversation's turns.
 
+    Attributes:
+        history: the conversation as said: the user's messages, the model's answers and tool
+            calls, the results, the prefetched searches; never reduced, no injected context.
+            Assigning it starts the model's view over from it.
+        window: the model's view (:class:`~shortlist.runtime.context.HistoryWindow`): the same
+            turns with their injected context, reduced when over budget.
+        prefix: the cached-prefix check of every request (``prefix.breaks`` counts the requests
+            that broke it).
+
     Raises:
-        ConfigError: an unknown format, policy or reducer, a tool name used twice, or a host
-            tool named like a runtime tool (``memory__*``, ``skill__*``, ``find_tools``).
+        ConfigError: an unknown format, policy, reducer or placement, a ``low_water`` outside
+            (0, 1], a tool name used twice, or a host tool named like a runtime tool
+            (``memory__*``, ``skill__*``, ``find_tools``).
     """
 
     def __init__(
@@ -223,7 +260,9 @@ class Conversation:
         max_tokens: int | None = None,
         max_chars: int | None = None,
         reduction: str = "relevance",
+        low_water: float = DEFAULT_LOW_WATER,
         grounding_tokens: int = 1000,
+        grounding_placement: GroundingPlacement = "history",
         on_event: EventHook | None = None,
     ) -> None:
         if format not in ("openai", "anthropic"):
@@ -258,23 +297,42 @@ class Conversation:
         self.format: Format = format
         self.k = k
         self.max_rounds = max_rounds
-        self.history: list[dict[str, Any]] = []
+        self._history: list[dict[str, Any]] = []
         self._hooks: tuple[EventHook, ...] = (on_event,) if on_event else ()
         self._lock = asyncio.Lock()
         self._candidates: tuple[Candidate, ...] | None = None
-        self.grounding = Grounding(pack, budget_tokens=grounding_tokens)
-        self._reducer = _make_reducer(max_tokens, max_chars, reduction)
+        self.grounding = Grounding(pack, budget_tokens=grounding_tokens, placement=grounding_placement)
+        self.window = HistoryWindow(
+            max_tokens=max_tokens, max_chars=max_chars, low_water=low_water, reduction=reduction
+        )
+        self.prefix = PrefixTracker(format)
         from shortlist.runtime.capabilities import Capabilities
 
         self.capabilities = Capabilities(pack)
-        self._history_counted = 0  # messages of self.history already in _history_tokens
-        self._history_tokens = 0
-        self._last_prefix: str | None = None
+        self._counted = (0, 0)  # (window generation, messages of it already in _window_tokens)
+        self._window_tokens = 0
+        #: find_tools call ids (real or prefetched) -> the tools their result made callable
+        self._searches: dict[str, tuple[str, ...]] = {}
         self._turns = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
         self._closed = False
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The conversation as said (never reduced, no injected context); see the class docs."""
+        return self._history
+
+    @history.setter
+    def history(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        self._history = [dict(m) for m in messages]
+        self.window.replace(self._history)
+
+    @property
+    def grounding_placement(self) -> GroundingPlacement:
+        """Where the turn's grounding, memories and skill index go (``history`` or ``system``)."""
+        return self.grounding.placement
 
     @property
     def offer_policy(self) -> OfferPolicy:
@@ -334,8 +392,8 @@ class Conversation:
         t_total = time.perf_counter()
         report = TurnReport()
         message = {"role": "user", "content": user_message} if isinstance(user_message, str) else dict(user_message)
-        self.history.append(message)
-        text = last_user_text(self.history)
+        self._history.append(message)
+        text = last_user_text(self._history)
         await self.capabilities.astart()
         self._turns += 1
 
@@ -359,22 +417,31 @@ class Conversation:
         )
         report.offer = offer.to_dict()
         report.tools = offer.selection.to_dict() if offer.selection is not None else None
-        if offer.prefetched:
-            self._prefetch(offer, text)
         report.timings_ms["select_tools"] = _elapsed(t)
 
-        # 2. grounding and memories before the system prompt is rendered
+        # 2. grounding and memories before the request is built: with the turn, or in the system prompt
         t = time.perf_counter()
-        system = await self.grounding.arender(self.history, report)
+        found = await self.grounding.agather(self._history)
+        if self.grounding.placement == "history":
+            system = self.grounding.system_prompt(found)
+            injected = self.grounding.turn_context(
+                found, self.window.present(), self.capabilities.skill_index(), report
+            )
+            self.window.append_user(message, injected)
+        else:
+            system = self.grounding.system_prompt(found, report)
+            self.window.append_user(message)
         report.timings_ms["retrieve"] = _elapsed(t)
+        if offer.prefetched:
+            self._prefetch(offer)
 
-        # 3. reduce the history to its budget
+        # 3. when the history passes its budget, reduce it to the low-water mark
         t = time.perf_counter()
-        history = await self._reduce(report)
+        await self._reduce(report, message_text(message) or text)
         report.timings_ms["reduce"] = _elapsed(t)
 
         # 4-5. request, model, tools, until an answer
-        answer, request, stopped = await self._loop_rounds(system, history, report)
+        answer, request, stopped = await self._loop_rounds(system, report)
         await self._learn(report, text)
         report.tool_tokens = self._tool_tokens()
         report.timings_ms["total"] = _elapsed(t_total)
@@ -404,25 +471,20 @@ class Conversation:
                 out.append(by_id[name])
         return out
 
-    async def _reduce(self, report: TurnReport) -> list[dict[str, Any]]:
-        if self._reducer is None:
-            return list(self.history)
-        from shortlist.reduction import openai_from_fragments, openai_to_fragments
-
+    async def _reduce(self, report: TurnReport, goal: str) -> None:
+        """Check the model's view against the history budget; reduce it to the low-water mark when over."""
+        loaded = set(self.session.state.loaded)
+        keep = {cid for cid, found in self._searches.items() if loaded.intersection(found)}
         try:
-            result = await self._reducer.reduce(openai_to_fragments(self.history))
-        except Exception as exc:  # the turn goes on with the full history; reported as an event
+            outcome = await self.window.reduce(goal=goal, keep_calls=keep)
+        except Exception as exc:  # the turn goes on with the unreduced history; reported as an event
             emit(RuntimeStepFailed(step="reduce", error=f"{type(exc).__name__}: {exc}"))
             report.reduction = {"error": str(exc)}
-            return list(self.history)
-        report.tokens_before, report.tokens_after = result.tokens_before, result.tokens_after
-        report.reduction = {
-            "skipped": result.skipped,
-            "chars_before": result.chars_before,
-            "chars_after": result.chars_after,
-            "over_budget": result.over_budget,
-        }
-        return openai_from_fragments(result.fragments)
+            return
+        if outcome is None:
+            return
+        report.tokens_before, report.tokens_after = outcome.tokens_before, outcome.tokens_after
+        report.reduction = outcome.to_dict()
 
     # -- what the model is offered -------------------------------------------------------------
     def _def(self, name: str) -> ToolDef | None:
@@ -449,7 +511,7 @@ class Conversation:
         block = self._defs([*state.block, *self.capabilities.active_skill_tools()])
         seen = {d.name for d in block}
         prompt = list(block)
-        for d in self.capabilities.system_tool_defs():
+        for d in self.capabilities.system_tool_defs(listed_index=self.grounding.placement == "history"):
             if d.name not in seen:
                 seen.add(d.name)
                 prompt.append(d)
@@ -465,46 +527,55 @@ class Conversation:
             prompt.extend(d for d in outside if d.name in loaded)
         return prompt, deferred, seen | loaded
 
-    def _prefetch(self, offer: Offer, text: str) -> None:
+    def _append(self, message: dict[str, Any]) -> None:
+        """Append a message of the turn to the conversation and to the model's view."""
+        self._history.append(message)
+        self.window.append(message)
+
+    def _prefetch(self, offer: Offer) -> None:
         """Load the offer's prefetched tools as a synthetic ``find_tools`` call and result."""
         defs = self._defs(offer.prefetched)
         if not defs:
             return
         call_id = f"prefetch_{self._turns}"
         fn = {"name": SEARCH_TOOL_NAME, "arguments": json.dumps({"query": PREFETCH_QUERY})}
-        self.history.append(
+        self._append(
             {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": fn}]}
         )
         content = search_result_content(self.format, defs, mode="references" if self._references() else "definitions")
-        self.history.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self._append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self._searches[call_id] = tuple(d.name for d in defs)
         emit(ToolsPrefetched(tools=tuple(d.name for d in defs)))
 
     # -- the model and tool loop ---------------------------------------------------------------
-    async def _loop_rounds(
-        self, system: str, history: list[dict[str, Any]], report: TurnReport
-    ) -> tuple[str, dict[str, Any], str]:
+    async def _loop_rounds(self, system: str, report: TurnReport) -> tuple[str, dict[str, Any], str]:
         model_ms = tools_ms = 0.0
         request: dict[str, Any] = {}
-        working = list(history)
         first_request: dict[str, Any] | None = None
         for _ in range(self.max_rounds):
             prompt, deferred, callable_names = self._offered()  # searches and skills add tools
             request = build_request(
-                self.format, model=self.model.model, system=system, messages=working, tools=prompt, deferred=deferred
+                self.format,
+                model=self.model.model,
+                system=system,
+                messages=self.window.messages,
+                tools=prompt,
+                deferred=deferred,
             )
+            check = self.prefix.check(request, self._prefix_signals(prompt, system))
             if first_request is None:
                 first_request = request
                 in_prompt = [d.name for d in prompt]
                 report.offered_tools = in_prompt + sorted(callable_names - set(in_prompt))
-                report.prefix_cached = self._prefix_signature(request) == self._last_prefix
+                report.prefix, report.prefix_cached = check.to_dict(), check.survived
+            if not check.survived and check.reason != "first_request":
+                report.prefix_breaks.append(check.to_dict())
             t = time.perf_counter()
             body = await self.model.acomplete(request)
             model_ms += _elapsed(t)
             report.rounds += 1
-            self._last_prefix = self._prefix_signature(request)
             turn: ModelTurn = parse_response(self.format, body)
-            working.append(turn.message)
-            self.history.append(turn.message)
+            self._append(turn.message)
             if not turn.tool_calls:
                 report.timings_ms["model"], report.timings_ms["tools"] = model_ms, tools_ms
                 return turn.text, first_request, "answer"
@@ -514,17 +585,29 @@ class Conversation:
                     content: str | list[dict[str, Any]] = await self._search(call, report)
                 else:
                     content = await self._execute(call.name, call.arguments, callable_names, report)
-                result_msg = {"role": "tool", "tool_call_id": call.id, "content": content}
-                working.append(result_msg)
-                self.history.append(result_msg)
+                self._append({"role": "tool", "tool_call_id": call.id, "content": content})
             tools_ms += _elapsed(t)
         report.timings_ms["model"], report.timings_ms["tools"] = model_ms, tools_ms
         return "", first_request or request, "max_rounds"
 
-    def _prefix_signature(self, request: Mapping[str, Any]) -> str:
-        # the cached prefix is the tools block and the system prompt (OpenAI: the first message)
-        system = request.get("system") if self.format == "anthropic" else request["messages"][0]
-        return json.dumps([request.get("tools"), system], sort_keys=True, ensure_ascii=False)
+    def _prefix_signals(self, prompt: Sequence[ToolDef], system: str) -> dict[str, dict[str, Any]]:
+        """What the runtime changes on purpose, per part of the cached prefix (the reasons of a break)."""
+        state = self.session.state
+        in_prompt = {d.name for d in prompt}
+        placement = self.grounding.placement
+        return {
+            "tools": {
+                "offer_changed": state.block,
+                "tool_loaded": tuple(n for n in state.loaded if n in in_prompt),
+                "skill_tools": self.capabilities.active_skill_tools(),
+                "skill_index": tuple(s.name for s in self.capabilities.skill_index()) if placement == "system" else (),
+            },
+            "system": {
+                "system_prompt": str(self.pack.system_prompt),
+                "grounding": system if placement == "system" else "",
+            },
+            "history": {"reduction": self.window.reductions, "history_replaced": self.window.replacements},
+        }
 
     async def _search(self, call: ToolCall, report: TurnReport) -> str | list[dict[str, Any]]:
         """The escape hatch: rank the tools the model cannot call yet for its query."""
@@ -536,6 +619,7 @@ class Conversation:
             query = ""
         found = await asyncio.to_thread(self.session.search, query, candidates=self._tool_candidates())
         defs = self._defs([c.id for c in found])
+        self._searches[call.id] = tuple(d.name for d in defs)
         report.searches.append({"query": query, "found": [d.name for d in defs]})
         report.tool_calls.append(ToolCallRecord(SEARCH_TOOL_NAME, True, _elapsed(t), "search"))
         mode: SearchResultMode
@@ -585,13 +669,18 @@ class Conversation:
         return count_tokens(text)
 
     def _prefix_tokens(self) -> int:
-        """Tokens behind the tools block: the system prompt and the history (each message counted once)."""
-        if self._history_counted > len(self.history):  # the history was replaced: count it again
-            self._history_counted, self._history_tokens = 0, 0
-        for message in self.history[self._history_counted :]:
-            self._history_tokens += self._count(json.dumps(message, ensure_ascii=False, default=str))
-        self._history_counted = len(self.history)
-        return self._count(str(self.pack.system_prompt)) + self._history_tokens
+        """Tokens behind the tools block: the system prompt and the model's view of the history.
+
+        Each message is counted once; a reduction or a replaced history is counted again.
+        """
+        generation, counted = self._counted
+        messages = self.window.messages
+        if generation != self.window.generation or counted > len(messages):
+            counted, self._window_tokens = 0, 0
+        for message in messages[counted:]:
+            self._window_tokens += self._count(json.dumps(message, ensure_ascii=False, default=str))
+        self._counted = (self.window.generation, len(messages))
+        return self._count(str(self.pack.system_prompt)) + self._window_tokens
 
     def _tool_tokens(self) -> int:
         """Tokens of the definitions the model saw at the end of the turn (block + loaded)."""
@@ -687,13 +776,3 @@ def _co_usage_of(pack: Pack) -> CoUsage:
     except Exception as exc:  # an unreadable log: learn from this conversation only (an event)
         emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
         return CoUsage()
-
-
-def _make_reducer(max_tokens: int | None, max_chars: int | None, kind: str) -> ReductionStage | None:
-    if max_tokens is None and max_chars is None:
-        return None
-    from shortlist.reduction import ReductionStage
-
-    if kind not in ("relevance", "newest"):
-        raise ConfigError(f"reduction must be 'relevance' or 'newest', not {kind!r}")
-    return ReductionStage.local("history", max_tokens=max_tokens, max_chars=max_chars, selector=kind)

@@ -6,9 +6,20 @@ from collections.abc import Sequence
 
 from shortlist.types import Candidate
 
-__all__ = ["SKILL_ACTIVATE_HEADER", "render_skill_index", "skill_activate_description"]
+__all__ = [
+    "SKILL_ACTIVATE_HEADER",
+    "SKILL_ACTIVATE_LISTED",
+    "render_skill_index",
+    "skill_activate_description",
+]
 
 SKILL_ACTIVATE_HEADER = "Activate a skill to load its instructions and tools."
+#: The ``skill__activate`` description when the index is listed in the conversation instead
+#: (the runtime's default): one fixed text, so the tools array never changes with the index.
+SKILL_ACTIVATE_LISTED = (
+    f"{SKILL_ACTIVATE_HEADER} The skills you can activate are listed in the conversation, "
+    "under 'Available skills:'; more may be listed in later turns."
+)
 
 
 def _one_line(text: str) -> str:

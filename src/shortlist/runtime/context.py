@@ -1,0 +1,540 @@
+"""The model's view of a conversation, kept under the provider's cached prefix.
+
+Providers cache a request by prefix, in the order tools → system → messages: one byte that
+changes re-bills everything after it at the cache-write price (``docs/architecture.md``, "A
+turn of the runtime"). So the runtime keeps the tools array and the system prompt the same on
+every request of a conversation, and the messages append-only:
+
+* **Context enters the history with its turn** (:class:`HistoryWindow`). The turn's grounding
+  passages, ambient memories and newly surfaced skills go, as one text part, before the user's
+  own text in that turn's user message, and stay there. Passages and memories are delimited
+  and escaped by :func:`shortlist.retrieval.inject.render_blocks` (untrusted data that cannot
+  close its block). A passage, memory or skill already in the history is not injected again,
+  until a reduction removes the part that carried it.
+* **Reduction in rare large steps** (:meth:`HistoryWindow.reduce`). Nothing happens while the
+  history fits its budget; once it passes the budget it is reduced to a low-water mark
+  (``low_water`` × the budget), so the next turns append to a stable prefix again. First old
+  tool results and old injected context are cleared, oldest first, until the low-water mark
+  holds (a cleared result keeps its call id, so pairs stay valid); then, if that is not enough,
+  the :class:`~shortlist.reduction.ReductionStage` drops whole steps (relevance to the current
+  turn), keeping the user's own messages while they fit. A ``find_tools`` exchange that loaded
+  a tool the session still counts as loaded is never cleared or dropped.
+* **Every request is compared with the previous one** (:class:`PrefixTracker`): whether the
+  cached prefix survived and, when not, which part broke it (``tools``, ``system``,
+  ``history``) and why (``offer_changed``, ``grounding``, ``reduction``, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from shortlist.errors import ConfigError, ContextBudgetError
+from shortlist.events import Event, emit
+
+if TYPE_CHECKING:
+    from shortlist.reduction import ContextFragment, ReductionStage
+    from shortlist.runtime.formats import Format
+
+__all__ = [
+    "CLEARED_TOOL_RESULT",
+    "DEFAULT_LOW_WATER",
+    "GROUNDING_PLACEMENTS",
+    "GroundingPlacement",
+    "HistoryReduced",
+    "HistoryWindow",
+    "InjectedContext",
+    "PrefixBroken",
+    "PrefixCheck",
+    "PrefixTracker",
+    "Reduction",
+]
+
+#: Where a turn's grounding, memories and skill index go: ``history`` (the default: with the
+#: turn, after the cached prefix) or ``system`` (rendered into the system prompt every turn).
+GroundingPlacement = Literal["history", "system"]
+GROUNDING_PLACEMENTS: tuple[str, ...] = ("history", "system")
+#: The share of the history budget a reduction brings the history down to.
+DEFAULT_LOW_WATER = 0.6
+#: What a cleared tool result says instead of its content (its call id stays, so the pair is valid).
+CLEARED_TOOL_RESULT = (
+    "[cleared: an earlier tool result was removed to keep the context small; call the tool again if needed]"
+)
+
+PrefixPart = Literal["tools", "system", "history"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixBroken(Event):
+    """A request did not extend the previous one: the provider re-writes its cache from ``part`` on."""
+
+    name: ClassVar[str] = "runtime.prefix_broken"
+    area: ClassVar[str] = "runtime"
+    level: int = logging.INFO
+    request: int = 0
+    part: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryReduced(Event):
+    """The history passed its budget and was reduced to the low-water mark (one prefix break)."""
+
+    name: ClassVar[str] = "runtime.history_reduced"
+    area: ClassVar[str] = "runtime"
+    level: int = logging.INFO
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    chars_before: int = 0
+    chars_after: int = 0
+    target_tokens: int | None = None
+    target_chars: int | None = None
+    cleared_tool_results: int = 0
+    cleared_context: int = 0
+    dropped_messages: int = 0
+    kept_searches: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCheck:
+    """How one request compares with the previous request of the conversation.
+
+    Attributes:
+        request: the request's number in the conversation (1 = the first).
+        survived: every part of the previous request is a prefix of this one (tools and system
+            byte-identical, the previous messages extended), so the provider reads its cache.
+        part: the first part that differs (``tools``, ``system`` or ``history``), None when the
+            prefix survived or on the first request.
+        reason: why that part changed (``first_request``, ``offer_changed``, ``tool_loaded``,
+            ``skill_tools``, ``skill_index``, ``grounding``, ``system_prompt``, ``reduction``,
+            ``history_replaced``, or ``<part>_changed`` when the runtime knows no cause);
+            ``""`` when the prefix survived.
+    """
+
+    request: int
+    survived: bool
+    part: PrefixPart | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _strip_cache_control(message: Any) -> Any:
+    # Anthropic's breakpoint moves to the newest block each request; it is not part of the prefix
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    blocks = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b for b in content]
+    return {**message, "content": blocks}
+
+
+def _digest(message: Any) -> bytes:
+    return hashlib.blake2b(_canonical(_strip_cache_control(message)).encode(), digest_size=16).digest()
+
+
+class PrefixTracker:
+    """Compares each request of a conversation with the previous one, part by part.
+
+    The runtime passes, with each request, *signals* per part: named values it changes when it
+    changes that part on purpose (the offer's block, the loaded tools, the grounding rendered
+    into the system prompt, the number of reductions, ...). When a part differs, the reason is
+    the first signal of that part whose value changed since the previous request.
+
+    Args:
+        fmt: the request format (where the system prompt is: Anthropic's ``system``, OpenAI's
+            first message).
+    """
+
+    def __init__(self, fmt: Format) -> None:
+        self.fmt: Format = fmt
+        #: requests checked so far
+        self.requests = 0
+        #: requests whose cached prefix broke (the first request is not counted)
+        self.breaks = 0
+        self._tools: str | None = None
+        self._system = ""
+        self._messages: list[bytes] = []
+        self._signals: dict[str, dict[str, Any]] = {}
+
+    def _parts(self, request: Mapping[str, Any]) -> tuple[str, str, list[bytes]]:
+        messages = list(request.get("messages") or [])
+        if self.fmt == "anthropic":
+            system: Any = request.get("system")
+        else:
+            has_system = bool(messages) and isinstance(messages[0], Mapping) and messages[0].get("role") == "system"
+            system = messages[0] if has_system else None
+            messages = messages[1:] if has_system else messages
+        return _canonical(request.get("tools")), _canonical(system), [_digest(m) for m in messages]
+
+    def check(self, request: Mapping[str, Any], signals: Mapping[str, Mapping[str, Any]]) -> PrefixCheck:
+        """Compare ``request`` with the previous one and remember it; emit :class:`PrefixBroken` on a break.
+
+        Args:
+            request: the request body about to be sent.
+            signals: per part (``tools``, ``system``, ``history``), named values the runtime
+                changes when it changes that part.
+        """
+        tools, system, messages = self._parts(request)
+        self.requests += 1
+        part: PrefixPart | None = None
+        if self._tools is None:
+            check = PrefixCheck(self.requests, False, None, "first_request")
+        else:
+            if tools != self._tools:
+                part = "tools"
+            elif system != self._system:
+                part = "system"
+            elif messages[: len(self._messages)] != self._messages or len(messages) < len(self._messages):
+                part = "history"
+            if part is None:
+                check = PrefixCheck(self.requests, True)
+            else:
+                before, now = self._signals.get(part, {}), signals.get(part, {})
+                reason = next((k for k, v in now.items() if before.get(k, v) != v), f"{part}_changed")
+                check = PrefixCheck(self.requests, False, part, reason)
+                self.breaks += 1
+                emit(PrefixBroken(request=self.requests, part=part, reason=reason))
+        self._tools, self._system, self._messages = tools, system, messages
+        self._signals = {p: dict(v) for p, v in signals.items()}
+        return check
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedContext:
+    """One turn's injected context part and what it carries.
+
+    Attributes:
+        text: the part's text (the skill listing, then the ``<memories>`` and ``<grounding>`` blocks).
+        documents: citation ids of the passages it holds.
+        memories: ids of the memories it holds.
+        skills: names of the skills it lists.
+    """
+
+    text: str
+    documents: frozenset[str] = frozenset()
+    memories: frozenset[str] = frozenset()
+    skills: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """What one check of the history against its budget did.
+
+    Attributes:
+        reduced: the history was over its budget and was reduced (False: it fitted, untouched).
+        tokens_before / tokens_after: the history's tokens (None without a token budget).
+        chars_before / chars_after: its characters.
+        target_tokens / target_chars: the low-water mark a reduction brings it down to.
+        cleared_tool_results: old tool results replaced by :data:`CLEARED_TOOL_RESULT`.
+        cleared_context: old injected context parts removed from their user messages.
+        dropped_messages: messages the reduction stage dropped.
+        kept_searches: ``find_tools`` exchanges kept because a tool they loaded is still loaded.
+        over_budget: even the stage could not reach the low-water mark (best effort).
+    """
+
+    reduced: bool
+    tokens_before: int | None
+    tokens_after: int | None
+    chars_before: int
+    chars_after: int
+    target_tokens: int | None = None
+    target_chars: int | None = None
+    cleared_tool_results: int = 0
+    cleared_context: int = 0
+    dropped_messages: int = 0
+    kept_searches: int = 0
+    over_budget: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the turn report's ``reduction``, with ``skipped`` = not reduced)."""
+        return {"skipped": not self.reduced, **asdict(self)}
+
+
+def _text_parts(content: Any) -> list[str]:
+    if not isinstance(content, list):
+        return []
+    return [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and "text" in p]
+
+
+@dataclass
+class _Sizes:
+    tokens: list[int] = field(default_factory=list)
+    chars: list[int] = field(default_factory=list)
+
+
+class HistoryWindow:
+    """The messages the model sees, append-only between rare reductions.
+
+    Messages are OpenAI-style (the runtime's own form); a turn's injected context is the first
+    text part of its user message.
+
+    Args:
+        max_tokens / max_chars: the history budget (None, None: never reduced).
+        low_water: the share of the budget a reduction brings the history down to, in (0, 1].
+        reduction: ``"relevance"`` or ``"newest"``: how the stage picks the steps it keeps.
+
+    Raises:
+        ConfigError: ``low_water`` outside (0, 1], a non-positive budget or an unknown reducer.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_chars: int | None = None,
+        low_water: float = DEFAULT_LOW_WATER,
+        reduction: str = "relevance",
+    ) -> None:
+        if isinstance(low_water, bool) or not isinstance(low_water, int | float) or not 0 < low_water <= 1:
+            raise ConfigError(f"low_water must be a share of the budget in (0, 1], not {low_water!r}")
+        if reduction not in ("relevance", "newest"):
+            raise ConfigError(f"reduction must be 'relevance' or 'newest', not {reduction!r}")
+        for name, value in (("max_tokens", max_tokens), ("max_chars", max_chars)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer or None, not {value!r}")
+        self.max_tokens = max_tokens
+        self.max_chars = max_chars
+        self.low_water = float(low_water)
+        self.target_tokens = max(1, math.floor(max_tokens * low_water)) if max_tokens is not None else None
+        self.target_chars = max(1, math.floor(max_chars * low_water)) if max_chars is not None else None
+        self.stage: ReductionStage | None = None
+        #: the same stage at the budget itself: the fallback when the turn alone passes the mark
+        self.budget_stage: ReductionStage | None = None
+        if max_tokens is not None or max_chars is not None:
+            from shortlist.reduction import ReductionStage
+
+            self.stage = ReductionStage.local(
+                "history", max_tokens=self.target_tokens, max_chars=self.target_chars, selector=reduction
+            )
+            self.budget_stage = ReductionStage.local(
+                "history", max_tokens=max_tokens, max_chars=max_chars, selector=reduction
+            )
+        self.messages: list[dict[str, Any]] = []
+        #: reductions applied so far
+        self.reductions = 0
+        #: times the host replaced the history
+        self.replacements = 0
+        #: bumped whenever ``messages`` is changed other than by an append
+        self.generation = 0
+        self._injected: list[InjectedContext] = []
+
+    # -- building ---------------------------------------------------------------------------------
+    def replace(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Start over from ``messages`` (a host replaced the history): nothing injected is known there."""
+        self.messages = [dict(m) for m in messages]
+        self._injected = []
+        self.replacements += 1
+        self.generation += 1
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Append one message (an answer, a tool call, a result)."""
+        self.messages.append(message)
+
+    def append_user(self, message: Mapping[str, Any], context: InjectedContext | None = None) -> dict[str, Any]:
+        """Append the turn's user message, with ``context`` as its first text part; return what was appended."""
+        msg = dict(message)
+        if context is not None and context.text:
+            content = msg.get("content")
+            parts: list[Any] = [{"type": "text", "text": context.text}]
+            if isinstance(content, list):
+                parts.extend(content)
+            elif content:
+                parts.append({"type": "text", "text": str(content)})
+            msg["content"] = parts
+            self._injected.append(context)
+        self.messages.append(msg)
+        return msg
+
+    def present(self) -> InjectedContext:
+        """Every passage, memory and skill the history still carries (the union of its injected parts)."""
+        docs: set[str] = set()
+        mems: set[str] = set()
+        skills: set[str] = set()
+        for part in self._injected:
+            docs |= part.documents
+            mems |= part.memories
+            skills |= part.skills
+        return InjectedContext("", frozenset(docs), frozenset(mems), frozenset(skills))
+
+    # -- measuring --------------------------------------------------------------------------------
+    def _fragments(self, messages: Sequence[Mapping[str, Any]]) -> list[ContextFragment]:
+        from shortlist.reduction import openai_to_fragments
+
+        return openai_to_fragments(messages)
+
+    def _sizes(self, fragments: Sequence[ContextFragment]) -> _Sizes:
+        assert self.stage is not None
+        count = self.stage.counter.count
+        tokens = [count(f.text) for f in fragments] if self.max_tokens is not None else [0] * len(fragments)
+        return _Sizes(tokens, [len(f.text) for f in fragments])
+
+    @staticmethod
+    def _fits(tokens: int, chars: int, max_tokens: int | None, max_chars: int | None) -> bool:
+        return (max_tokens is None or tokens <= max_tokens) and (max_chars is None or chars <= max_chars)
+
+    # -- reducing ---------------------------------------------------------------------------------
+    async def reduce(self, *, goal: str, keep_calls: Collection[str] = ()) -> Reduction | None:
+        """Check the history against its budget; when over it, reduce it to the low-water mark.
+
+        Args:
+            goal: the current turn's text (what the stage's relevance is measured against).
+            keep_calls: tool-call ids never cleared or dropped (the ``find_tools`` calls, real or
+                prefetched, whose tools the session still counts as loaded).
+
+        Returns:
+            What was done, or None when no budget applies.
+
+        Raises:
+            ContextBudgetError: what must stay (the current turn, the loaded searches) does not
+                fit the budget itself (it passing only the low-water mark reduces to the budget).
+        """
+        if self.stage is None:
+            return None
+        fragments = self._fragments(self.messages)
+        sizes = self._sizes(fragments)
+        tokens_before, chars_before = sum(sizes.tokens), sum(sizes.chars)
+        count_tokens = self.max_tokens is not None
+        if self._fits(tokens_before, chars_before, self.max_tokens, self.max_chars):
+            return Reduction(
+                False,
+                tokens_before if count_tokens else None,
+                tokens_before if count_tokens else None,
+                chars_before,
+                chars_before,
+                self.target_tokens,
+                self.target_chars,
+            )
+        keep = set(keep_calls)
+        kept_searches = sum(1 for m in self.messages if m.get("role") == "tool" and str(m.get("tool_call_id")) in keep)
+        cleared_tools, cleared_context = self._clear(sizes, keep)
+        tokens, chars = sum(sizes.tokens), sum(sizes.chars)
+        dropped = 0
+        over = False
+        if not self._fits(tokens, chars, self.target_tokens, self.target_chars):
+            before = len(self.messages)
+            tokens, chars, over = await self._drop_steps(goal, keep)
+            dropped = before - len(self.messages)
+        self._forget_removed_context()
+        self.reductions += 1
+        self.generation += 1
+        outcome = Reduction(
+            True,
+            tokens_before if count_tokens else None,
+            tokens if count_tokens else None,
+            chars_before,
+            chars,
+            self.target_tokens,
+            self.target_chars,
+            cleared_tools,
+            cleared_context,
+            dropped,
+            kept_searches,
+            over,
+        )
+        emit(
+            HistoryReduced(
+                tokens_before=outcome.tokens_before,
+                tokens_after=outcome.tokens_after,
+                chars_before=chars_before,
+                chars_after=chars,
+                target_tokens=self.target_tokens,
+                target_chars=self.target_chars,
+                cleared_tool_results=cleared_tools,
+                cleared_context=cleared_context,
+                dropped_messages=dropped,
+                kept_searches=kept_searches,
+            )
+        )
+        return outcome
+
+    def _clear(self, sizes: _Sizes, keep: set[str]) -> tuple[int, int]:
+        """Clear old tool results and old injected context, oldest first, until the low-water mark holds."""
+        last_user = max((i for i, m in enumerate(self.messages) if m.get("role") == "user"), default=0)
+        injected = {part.text for part in self._injected}
+        cleared_tools = cleared_context = 0
+        for i in range(last_user):  # never the current turn: its user message and what follows
+            if self._fits(sum(sizes.tokens), sum(sizes.chars), self.target_tokens, self.target_chars):
+                break
+            message = self.messages[i]
+            role = message.get("role")
+            new: dict[str, Any] | None = None
+            if role == "tool" and str(message.get("tool_call_id")) not in keep:
+                if message.get("content") != CLEARED_TOOL_RESULT:
+                    new = {**message, "content": CLEARED_TOOL_RESULT}
+                    cleared_tools += 1
+            elif role == "user" and isinstance(message.get("content"), list):
+                content = message["content"]
+                rest = [
+                    p
+                    for p in content
+                    if not (isinstance(p, Mapping) and p.get("type") == "text" and p.get("text") in injected)
+                ]
+                if rest and len(rest) < len(content):  # a message that is only context stays whole
+                    own = _text_parts(rest)
+                    new = {**message, "content": own[0] if len(rest) == 1 and len(own) == 1 else rest}
+                    cleared_context += 1
+            if new is not None:
+                self.messages[i] = new
+                (frag,) = self._fragments([new])
+                one = self._sizes([frag])
+                sizes.tokens[i], sizes.chars[i] = one.tokens[0], one.chars[0]
+        return cleared_tools, cleared_context
+
+    async def _drop_steps(self, goal: str, keep: set[str]) -> tuple[int, int, bool]:
+        """Let the reduction stage drop whole steps down to the low-water mark; keep user messages if they fit."""
+        from shortlist.reduction import openai_from_fragments
+
+        assert self.stage is not None
+        fragments = self._fragments(self.messages)
+        sizes = self._sizes(fragments)
+        kept_steps = {
+            f.step
+            for f in fragments
+            if f.kind == "tool_call"
+            and any(
+                isinstance(c, Mapping) and str(c.get("id")) in keep
+                for c in (f.meta.get("message") or {}).get("tool_calls") or ()
+            )
+        }
+        last_step = fragments[-1].step if fragments else ""
+        # the user's own messages are the last to go (Claude Code's compaction keeps every user
+        # message too): protect them all when, with what must stay anyway, they fit the mark
+        must = [i for i, f in enumerate(fragments) if f.kind == "user" or f.step in kept_steps or f.step == last_step]
+        users_fit = self._fits(
+            sum(sizes.tokens[i] for i in must),
+            sum(sizes.chars[i] for i in must),
+            self.target_tokens,
+            self.target_chars,
+        )
+        marked = [
+            f.replace(protected=True) if f.step in kept_steps or (users_fit and f.kind == "user") else f
+            for f in fragments
+        ]
+        try:
+            result = await self.stage.reduce(marked, goal=goal)
+        except ContextBudgetError:
+            # what must stay (the current turn, loaded searches) passes the low-water mark but
+            # may fit the budget itself: reduce to the budget rather than not at all
+            assert self.budget_stage is not None
+            result = await self.budget_stage.reduce(marked, goal=goal)
+        self.messages = openai_from_fragments(result.fragments)
+        after = self._sizes(self._fragments(self.messages))
+        return sum(after.tokens), sum(after.chars), result.over_budget
+
+    def _forget_removed_context(self) -> None:
+        """Keep only the injected parts still in the history (what a reduction removed may come back)."""
+        texts = {t for m in self.messages if m.get("role") == "user" for t in _text_parts(m.get("content"))}
+        self._injected = [part for part in self._injected if part.text in texts]
