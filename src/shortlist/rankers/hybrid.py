@@ -42,6 +42,7 @@ with ``normalize=True``, which changes no fusion).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,10 +51,20 @@ from typing import Any, Literal
 import numpy as np
 
 from shortlist.embeddings.base import Embedder
+from shortlist.events import emit
 from shortlist.rankers.adapter import QueryAdapter
 from shortlist.rankers.base import Abstention, Ranker, Scores
 from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind
 from shortlist.rankers.embedding import EmbeddingRanker, make_abstention, matvec
+from shortlist.rankers.scale import (
+    DuplicatesDemoted,
+    NameIndex,
+    ToolsNamed,
+    demote_duplicates,
+    group_ids,
+    named_tools,
+    server_scores,
+)
 from shortlist.selection.base import SelectorContext
 from shortlist.selection.query import split_intents
 from shortlist.types import Candidate, Query, Selection
@@ -126,11 +137,26 @@ def zscore_fuse(bm25: Scores, dense: Scores, *, bm25_weight: float = 0.35, dense
 
 @dataclass(frozen=True, slots=True)
 class _Scored:
-    """One turn's scores: the fused ranking, each part's fused scores, the confidence."""
+    """One turn's scores: the fused ranking, each part's fused scores, the confidence, the named tools."""
 
     fused: Scores
     parts: tuple[Scores, ...]
     confidence: Scores
+    named: tuple[int, ...] = ()
+    desc: Any = None  # the catalog's description vectors (near-duplicates)
+    names: NameIndex | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Structure:
+    """What the scale levers know of one candidate list: its name phrases and its servers."""
+
+    candidates: tuple[Candidate, ...]
+    names: NameIndex
+    groups: np.ndarray[Any, np.dtype[np.intp]] | None
+
+
+_STRUCTURE_SLOTS = 4
 
 
 class HybridRanker(Ranker):
@@ -199,6 +225,11 @@ class HybridRanker(Ranker):
         confidence_anchors: Sequence[str] | None = None,
         adapter: QueryAdapter | str | None = None,
         adapter_weight: float = 0.5,
+        name_match: bool = False,
+        dedupe: bool = False,
+        dedupe_cosine: float = 0.85,
+        server_weight: float = 0.0,
+        server_top: int = 1,
         bm25: Mapping[str, Any] | None = None,
         embedding: Mapping[str, Any] | None = None,
     ) -> None:
@@ -244,6 +275,19 @@ class HybridRanker(Ranker):
         self.adapter: QueryAdapter | None = QueryAdapter.load(adapter) if isinstance(adapter, str) else adapter
         self.adapter_weight = float(adapter_weight)
         self._adapter_masks: dict[int, tuple[tuple[Candidate, ...], np.ndarray[Any, np.dtype[np.bool_]]]] = {}
+        if not 0.0 < dedupe_cosine <= 1.0:
+            raise ValueError("dedupe_cosine must be in (0, 1]")
+        if server_weight < 0:
+            raise ValueError("server_weight must be >= 0")
+        if server_top < 1:
+            raise ValueError("server_top must be >= 1")
+        self.name_match = bool(name_match)
+        self.dedupe = bool(dedupe)
+        self.dedupe_cosine = float(dedupe_cosine)
+        self.server_weight = float(server_weight)
+        self.server_top = int(server_top)
+        self._structures: list[_Structure] = []
+        self._structure_lock = threading.Lock()
         from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
 
         bm25_options = {"normalize": True, "examples_weight": FUSED_EXAMPLES_WEIGHT, **dict(bm25 or {})}
@@ -299,7 +343,40 @@ class HybridRanker(Ranker):
         fused = parts[0]
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
-        return _Scored(fused, tuple(parts[1:]), conf if confidence else fused)
+        named: tuple[int, ...] = ()
+        structure = self._structure(cat.candidates) if self.uses_structure else None
+        if structure is not None:
+            if self.server_weight > 0 and structure.groups is not None:
+                fused = fused + self.server_weight * server_scores(fused, structure.groups, top=self.server_top)
+            if self.name_match:
+                fused, named = _rank_named_first(fused, named_tools(query.text, structure.names))
+        return _Scored(
+            fused,
+            tuple(parts[1:]),
+            conf if confidence else fused,
+            named,
+            cat.desc if self.dedupe else None,
+            structure.names if structure is not None else None,
+        )
+
+    @property
+    def uses_structure(self) -> bool:
+        """True when a scale lever is on (named tools, near-duplicates or servers)."""
+        return self.name_match or self.dedupe or self.server_weight > 0
+
+    def _structure(self, candidates: tuple[Candidate, ...]) -> _Structure:
+        """The name phrases and servers of ``candidates`` (cached per candidate list)."""
+        with self._structure_lock:
+            for pos, entry in enumerate(self._structures):
+                if entry.candidates == candidates:  # identity first, then field equality
+                    if pos:
+                        self._structures.insert(0, self._structures.pop(pos))
+                    return entry
+        entry = _Structure(candidates, NameIndex.build(candidates), group_ids(candidates))
+        with self._structure_lock:
+            self._structures.insert(0, entry)
+            del self._structures[_STRUCTURE_SLOTS:]
+        return entry
 
     def _adapted_desc(self, vectors: np.ndarray[Any, np.dtype[np.float32]], cat: Any) -> list[Any] | None:
         """Per query vector, the description cosines with the adapter blended in (None: no adapter)."""
@@ -360,17 +437,28 @@ class HybridRanker(Ranker):
         if not candidates:
             return Selection()
         scored = self._scored(query, candidates, confidence=self.abstention is not None)
-        if self.abstention is not None and self.abstention.abstains(scored.confidence):
+        if not scored.named and self.abstention is not None and self.abstention.abstains(scored.confidence):
             return Selection(reason="abstained: no candidate fits the query", abstained=True)
         fused = scored.fused
         k = min(query.k or self.top_k, len(candidates))
+        # With near-duplicates demoted, rank a window beyond k so the distinct ones can fill it.
+        window = min(len(candidates), 3 * k + 10) if self.dedupe else k
         if self.cover_intents and scored.parts:
-            order = cover(fused, scored.parts, k)
-        elif k < len(candidates):
-            top = np.argpartition(-fused, k - 1)[:k]
+            order = cover(fused, scored.parts, window)
+        elif window < len(candidates):
+            top = np.argpartition(-fused, window - 1)[:window]
             order = [int(i) for i in top[np.argsort(-fused[top], kind="stable")]]
         else:
             order = [int(i) for i in np.argsort(-fused, kind="stable")]
+        if scored.named:
+            emit(ToolsNamed(ranker=self.name, ids=tuple(candidates[i].id for i in scored.named)))
+        if self.dedupe and scored.names is not None:
+            before = order[:k]
+            order = demote_duplicates(order, scored.names, scored.desc, cosine=self.dedupe_cosine)[0][:k]
+            kept = set(order)
+            displaced = tuple(candidates[i].id for i in before if i not in kept)
+            if displaced:
+                emit(DuplicatesDemoted(ranker=self.name, ids=displaced))
         if self.adaptive_k is not None and order:
             best = fused[order[0]]
             order = [i for i in order if fused[i] >= self.adaptive_k * best] if best > 0 else order[:1]
@@ -408,3 +496,15 @@ def cover(fused: Scores, parts: Sequence[Scores], k: int) -> list[int]:
             break
         taken.setdefault(i, None)
     return list(taken)[:k]
+
+
+def _rank_named_first(fused: Scores, named: Mapping[int, int]) -> tuple[Scores, tuple[int, ...]]:
+    """``fused`` with the named candidates above all others (longer matches first, then by score)."""
+    if not named:
+        return fused, ()
+    out = np.array(fused, dtype=np.float64)
+    offset = float(out.max() - out.min()) + 1.0
+    for i, length in named.items():
+        out[i] = fused[i] + offset * length
+    ids = tuple(sorted(named, key=lambda i: -out[i]))
+    return out, ids
