@@ -71,6 +71,7 @@ def test_a_longer_name_wins_over_the_name_inside_it() -> None:
         "show the diff between the two budgets",  # a common word, no cue
         "search for a cheap flight",
         "use a cat to catch mice",  # "use" is not right before the word
+        "use log out to leave",  # a one-word name is not spelled across spaces
     ],
 )
 def test_a_one_word_name_in_prose_names_nothing(text: str) -> None:
@@ -97,6 +98,14 @@ def test_names_glued_differently_still_match() -> None:
     catalog = [Candidate("get-36kr-trending", "get-36kr-trending", "Trending on 36Kr.")]
     for text in ("get36KrTrending now", "Use Get-36Kr-Trending to do this.", "get 36kr trending"):
         assert names(text, catalog) == {"get-36kr-trending"}, text
+
+
+def test_a_one_word_name_is_not_glued_from_two_words() -> None:
+    catalog = [Candidate("mean", "mean", "Mean of numbers."), Candidate("logout", "logout", "Log out.")]
+    assert names("use log out now", catalog) == set()
+    assert names("Give me an update on the stock, the tool can wait", catalog) == set()
+    assert names("run logout", catalog) == {"logout"}
+    assert names("call Mean(1, 2)", catalog) == {"mean"}
 
 
 def test_the_cue_word_does_not_make_a_second_name() -> None:

@@ -61,6 +61,7 @@ from shortlist.rankers.scale import (
     NameIndex,
     ToolsNamed,
     demote_duplicates,
+    group_centroids,
     group_ids,
     named_tools,
     server_scores,
@@ -154,6 +155,7 @@ class _Structure:
     candidates: tuple[Candidate, ...]
     names: NameIndex
     groups: np.ndarray[Any, np.dtype[np.intp]] | None
+    centroids: np.ndarray[Any, np.dtype[np.float32]] | None  # one unit vector per group
 
 
 _STRUCTURE_SLOTS = 4
@@ -230,6 +232,7 @@ class HybridRanker(Ranker):
         dedupe_cosine: float = 0.85,
         server_weight: float = 0.0,
         server_top: int = 1,
+        server_centroid: float = 0.0,
         bm25: Mapping[str, Any] | None = None,
         embedding: Mapping[str, Any] | None = None,
     ) -> None:
@@ -279,6 +282,8 @@ class HybridRanker(Ranker):
             raise ValueError("dedupe_cosine must be in (0, 1]")
         if server_weight < 0:
             raise ValueError("server_weight must be >= 0")
+        if server_centroid < 0:
+            raise ValueError("server_centroid must be >= 0")
         if server_top < 1:
             raise ValueError("server_top must be >= 1")
         self.name_match = bool(name_match)
@@ -286,6 +291,7 @@ class HybridRanker(Ranker):
         self.dedupe_cosine = float(dedupe_cosine)
         self.server_weight = float(server_weight)
         self.server_top = int(server_top)
+        self.server_centroid = float(server_centroid)
         self._structures: list[_Structure] = []
         self._structure_lock = threading.Lock()
         from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
@@ -344,10 +350,13 @@ class HybridRanker(Ranker):
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
         named: tuple[int, ...] = ()
-        structure = self._structure(cat.candidates) if self.uses_structure else None
+        structure = self._structure(cat.candidates, cat.desc) if self.uses_structure else None
         if structure is not None:
             if self.server_weight > 0 and structure.groups is not None:
                 fused = fused + self.server_weight * server_scores(fused, structure.groups, top=self.server_top)
+            if structure.centroids is not None and structure.groups is not None:
+                server_cos = matvec(structure.centroids, plain[0]).astype(np.float64)
+                fused = fused + self.server_centroid * server_cos[structure.groups]
             if self.name_match:
                 fused, named = _rank_named_first(fused, named_tools(query.text, structure.names))
         return _Scored(
@@ -362,9 +371,9 @@ class HybridRanker(Ranker):
     @property
     def uses_structure(self) -> bool:
         """True when a scale lever is on (named tools, near-duplicates or servers)."""
-        return self.name_match or self.dedupe or self.server_weight > 0
+        return self.name_match or self.dedupe or self.server_weight > 0 or self.server_centroid > 0
 
-    def _structure(self, candidates: tuple[Candidate, ...]) -> _Structure:
+    def _structure(self, candidates: tuple[Candidate, ...], desc: Any) -> _Structure:
         """The name phrases and servers of ``candidates`` (cached per candidate list)."""
         with self._structure_lock:
             for pos, entry in enumerate(self._structures):
@@ -372,7 +381,9 @@ class HybridRanker(Ranker):
                     if pos:
                         self._structures.insert(0, self._structures.pop(pos))
                     return entry
-        entry = _Structure(candidates, NameIndex.build(candidates), group_ids(candidates))
+        groups = group_ids(candidates)
+        centroids = group_centroids(desc, groups) if groups is not None and self.server_centroid > 0 else None
+        entry = _Structure(candidates, NameIndex.build(candidates), groups, centroids)
         with self._structure_lock:
             self._structures.insert(0, entry)
             del self._structures[_STRUCTURE_SLOTS:]

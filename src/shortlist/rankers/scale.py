@@ -12,7 +12,8 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/hybri
   - a phrase of **two or more words** names its tool wherever it occurs as consecutive words
     of the query;
   - a phrase of **one word** (``cat``, ``diff``, ``search``) is ordinary prose too often to be
-    evidence alone: it names its tool only when it is *cued*: written as code (in backticks or
+    evidence alone: it names its tool only when it is written as one token (``Ad4Mat`` names
+    ``ad4mat``, ``log out`` does not name ``logout``) and *cued*: written as code (in backticks or
     quotes, or followed by ``(``), next to a word that says a tool is meant (``use``, ``call``,
     ``run``, ``invoke``, ``execute`` before it; ``tool``, ``command``,
     ``function``, ``api``, ``plugin``, ``endpoint``, ``action``, ``method`` after it), or the
@@ -58,6 +59,7 @@ __all__ = [
     "NameIndex",
     "ToolsNamed",
     "demote_duplicates",
+    "group_centroids",
     "group_ids",
     "group_key",
     "local_name",
@@ -182,6 +184,14 @@ def server_scores(scores: _F64, groups: _IntArray, *, top: int = 1) -> _F64:
     return np.asarray(agg[groups], dtype=np.float64)
 
 
+def group_centroids(vectors: npt.NDArray[np.float32], groups: _IntArray) -> npt.NDArray[np.float32]:
+    """One unit vector per group: the normalised mean of its members' description vectors."""
+    sums = np.zeros((int(groups.max()) + 1, vectors.shape[1]), dtype=np.float64)
+    np.add.at(sums, groups, vectors.astype(np.float64))
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return np.asarray(sums / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
 @dataclass(frozen=True, slots=True)
 class NameIndex:
     """The name phrases of one candidate list, for :func:`named_tools` and :func:`demote_duplicates`.
@@ -235,8 +245,15 @@ def _code_spelled(text: str, word: str) -> bool:
 
 def named_tools(text: str, index: NameIndex) -> dict[int, int]:
     """The candidates ``text`` names (see the module docstring), each with its match's length in words."""
-    words = _WORDS(text)
-    if not words or not index.phrases:
+    if not index.phrases:
+        return {}
+    words: list[str] = []
+    token: list[int] = []  # the whitespace-separated token each word comes from
+    for n, raw in enumerate(text.split()):
+        parts = _WORDS(raw)
+        words.extend(parts)
+        token.extend([n] * len(parts))
+    if not words:
         return {}
     spans: list[tuple[int, int, int]] = []  # (start, end, candidate)
     content: list[str] | None = None
@@ -250,9 +267,11 @@ def named_tools(text: str, index: NameIndex) -> dict[int, int]:
             if not owners:
                 continue
             for n_words, idx in owners:
-                if max(n_words, end - pos) >= 2:
+                if n_words >= 2:
                     spans.append((pos, end, idx))
                     continue
+                if token[pos] != token[end - 1]:
+                    continue  # a one-word name is not spelled across spaces ("me an" is not "mean")
                 if content is None:
                     content = [w for w in words if w not in _STOP]
                 cued = (
