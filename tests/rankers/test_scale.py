@@ -54,7 +54,33 @@ def names(text: str, catalog: list[Candidate]) -> set[str]:
 
 @pytest.mark.parametrize("spelling", ["get_weather", "getWeather", "get weather", "Get-Weather", "GET_WEATHER"])
 def test_every_spelling_names_the_tool(spelling: str) -> None:
+    assert names(f"use {spelling} for Oslo", FS) == {"get_weather"}
+    assert names(f"the {spelling} tool, please", FS) == {"get_weather"}
+    assert names(spelling, FS) == {"get_weather"}  # a search that is just the name
+
+
+@pytest.mark.parametrize("spelling", ["get_weather", "getWeather", "Get-Weather", "get.weather", "(get_weather)"])
+def test_an_identifier_names_the_tool_without_a_cue(spelling: str) -> None:
     assert names(f"please {spelling} for Oslo", FS) == {"get_weather"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please get weather for Oslo",  # spaced words without a cue: prose
+        "what is the exchange rate today",
+        "translate 'discount' to Spanish",  # quotes are content, not code
+        "save it as NY_AIR_QUALITY.csv",  # part of an identifier is not the identifier
+    ],
+)
+def test_prose_and_parts_of_identifiers_name_nothing(text: str) -> None:
+    catalog = [
+        *FS,
+        Candidate("exchange_rate", "exchange_rate", "Exchange rates."),
+        Candidate("Discount", "Discount", "Discount codes."),
+        Candidate("air_quality", "air_quality", "Air quality."),
+    ]
+    assert names(text, catalog) == set()
 
 
 def test_a_longer_name_wins_over_the_name_inside_it() -> None:

@@ -9,15 +9,17 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/hybri
   punctuation; lowercased), so ``get_weather``, ``getWeather``, ``Get-Weather`` and ``get
   weather`` are all ``("get", "weather")``. The query is split the same way, and:
 
-  - a phrase of **two or more words** names its tool wherever it occurs as consecutive words
-    of the query;
-  - a phrase of **one word** (``cat``, ``diff``, ``search``) is ordinary prose too often to be
-    evidence alone: it names its tool only when it is written as one token (``Ad4Mat`` names
-    ``ad4mat``, ``log out`` does not name ``logout``) and *cued*: written as code (in backticks or
-    quotes, or followed by ``(``), next to a word that says a tool is meant (``use``, ``call``,
-    ``run``, ``invoke``, ``execute`` before it; ``tool``, ``command``,
-    ``function``, ``api``, ``plugin``, ``endpoint``, ``action``, ``method`` after it), or the
-    whole query once its stopwords are dropped (a ``find_tools`` search for ``cat``).
+  - a name of **two or more words written as one identifier** (``get_weather``, ``getWeather``,
+    ``Get-Weather``, ``get.weather``: one token, all of it) names its tool wherever it occurs;
+  - a name **spelled as separate words** (``get weather``) or a name of **one word** (``cat``,
+    ``diff``, ``search``) is ordinary prose too often to be evidence alone ("set navigation",
+    "exchange rate", "word cloud" and "search" occur in requests for other tools): it names its
+    tool only when *cued*: written as code (in backticks, or followed by ``(``), next to a word
+    that says a tool is meant (``use``, ``call``, ``run``, ``invoke``, ``execute`` before it;
+    ``tool``, ``command``, ``function``, ``api``, ``plugin``, ``endpoint``, ``action``,
+    ``method`` after it), or the whole query but stopwords (a ``find_tools`` search for
+    ``cat``). A one-word name must also be one token (``Ad4Mat`` names ``ad4mat``, "me an" does
+    not name ``mean``). Quotes are not a cue: "translate 'discount'" quotes content.
 
   A match inside a longer match is dropped (``get_weather_forecast`` named: ``get_weather`` is
   not). Named tools rank first, longer matches before shorter ones, then by their own scores.
@@ -234,12 +236,15 @@ class NameIndex:
         return cls(cands, phrases, longest, tuple(locals_), descriptions)
 
 
-def _code_spelled(text: str, word: str) -> bool:
-    """``word`` written as code in ``text``: in backticks or quotes, or called (``cat(``)."""
-    w = re.escape(word)
+_TOKEN_SPLIT = re.compile(r"[\s()\[\]{}`'\"<>,;:!?]+")
+
+
+def _code_spelled(text: str, phrase: str) -> bool:
+    """``phrase`` written as code in ``text``: in backticks, or called (``cat(``)."""
+    p = re.escape(phrase)
     return (
-        re.search(rf"[`'\"]{w}[`'\"]", text, flags=re.IGNORECASE) is not None
-        or re.search(rf"(?<![\w.-]){w}\s*\(", text, flags=re.IGNORECASE) is not None
+        re.search(rf"`\s*{p}\s*`", text, flags=re.IGNORECASE) is not None
+        or re.search(rf"(?<![\w.-]){p}\s*\(", text, flags=re.IGNORECASE) is not None
     )
 
 
@@ -248,15 +253,17 @@ def named_tools(text: str, index: NameIndex) -> dict[int, int]:
     if not index.phrases:
         return {}
     words: list[str] = []
-    token: list[int] = []  # the whitespace-separated token each word comes from
-    for n, raw in enumerate(text.split()):
+    token: list[int] = []  # the token (split at spaces, brackets, quotes, commas...) each word comes from
+    sizes: list[int] = []  # how many words each token has
+    for raw in _TOKEN_SPLIT.split(text):
         parts = _WORDS(raw)
-        words.extend(parts)
-        token.extend([n] * len(parts))
+        if parts:
+            words.extend(parts)
+            token.extend([len(sizes)] * len(parts))
+            sizes.append(len(parts))
     if not words:
         return {}
     spans: list[tuple[int, int, int]] = []  # (start, end, candidate)
-    content: list[str] | None = None
     for pos in range(len(words)):
         joined = ""
         for end in range(pos + 1, len(words) + 1):
@@ -266,20 +273,22 @@ def named_tools(text: str, index: NameIndex) -> dict[int, int]:
             owners = index.phrases.get(joined)
             if not owners:
                 continue
+            # One token, all of it (``get_weather``, ``getWeather``, ``Get-Weather``): an identifier.
+            whole_token = token[pos] == token[end - 1] and sizes[token[pos]] == end - pos
+            cued: bool | None = None
             for n_words, idx in owners:
-                if n_words >= 2:
+                if n_words >= 2 and whole_token:
                     spans.append((pos, end, idx))
                     continue
-                if token[pos] != token[end - 1]:
-                    continue  # a one-word name is not spelled across spaces ("me an" is not "mean")
-                if content is None:
-                    content = [w for w in words if w not in _STOP]
-                cued = (
-                    (pos > 0 and words[pos - 1] in CUES_BEFORE)
-                    or (end < len(words) and words[end] in CUES_AFTER)
-                    or content == [joined]
-                    or _code_spelled(text, joined)
-                )
+                if n_words == 1 and token[pos] != token[end - 1]:
+                    continue  # a one-word name is not spelled across tokens ("me an" is not "mean")
+                if cued is None:
+                    cued = (
+                        (pos > 0 and words[pos - 1] in CUES_BEFORE)
+                        or (end < len(words) and words[end] in CUES_AFTER)
+                        or all(w in _STOP for w in (*words[:pos], *words[end:]))
+                        or _code_spelled(text, " ".join(words[pos:end]) if n_words > 1 else joined)
+                    )
                 if cued:
                     spans.append((pos, end, idx))
     if not spans:
