@@ -11,8 +11,8 @@ the top). Exit code 1 when any unambiguous query misses.
 
 Usage (OMP_NUM_THREADS=1)::
 
-    OMP_NUM_THREADS=1 python bench/bench_named.py --dataset ../shared/data/metatool \\
-        --dataset ../shared/data/bfcl-conversations-dev --dataset .cache/eval/livemcpbench \\
+    OMP_NUM_THREADS=1 python bench/bench_named.py --dataset "$EVAL_DATA/metatool" \\
+        --dataset "$EVAL_DATA/bfcl-conversations-dev" --dataset .cache/eval/livemcpbench \\
         --dataset .cache/eval/nestful-glaive --dataset .cache/eval/nestful-sgd \\
         --dataset .cache/eval/nestful-exec --json
 """

@@ -15,7 +15,7 @@ differ only in ranking. Prints nDCG@10 / Recall@5 per set and variant (``--json`
 
 Usage (OMP_NUM_THREADS=1)::
 
-    OMP_NUM_THREADS=1 python bench/bench_scale_rank.py --metatool ../shared/data/metatool \\
+    OMP_NUM_THREADS=1 python bench/bench_scale_rank.py --metatool "$EVAL_DATA/metatool" \\
         --dataset .cache/eval/livemcpbench --dataset .cache/eval/nestful-glaive \\
         --dataset .cache/eval/nestful-sgd --dataset .cache/eval/nestful-exec \\
         --variant 'servers={"server_weight": 0.3}' --json

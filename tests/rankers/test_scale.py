@@ -324,3 +324,63 @@ def test_server_evidence_lifts_the_tools_of_the_likely_server() -> None:
 def test_bad_lever_options(options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         HybridRanker(embedder=HashEmbedder(), **options)  # type: ignore[arg-type]
+
+
+# -- names as vectors, server centroids, caching ------------------------------------------
+
+
+def test_a_short_tool_is_matched_by_its_name_alone() -> None:
+    catalog = [
+        Candidate("diff", "diff", "x"),
+        Candidate("long", "compare_project_versions", "y " * 50),
+    ]
+    plain = HybridRanker(embedder=HashEmbedder()).score(Query("diff"), catalog)
+    named = HybridRanker(embedder=HashEmbedder(), name_vector=1.0).score(Query("diff"), catalog)
+    assert named[0] >= plain[0] and named[1] == pytest.approx(plain[1])
+    half = HybridRanker(embedder=HashEmbedder(), name_vector=0.5).score(Query("diff"), catalog)
+    assert plain[0] <= half[0] <= named[0]
+
+
+def test_the_name_vector_leaves_the_confidence_as_written() -> None:
+    plain = HybridRanker(embedder=HashEmbedder(), min_score=-1.0)
+    named = HybridRanker(embedder=HashEmbedder(), min_score=-1.0, name_vector=1.0)
+    q = Query("get weather in Oslo")
+    np.testing.assert_allclose(plain.score_with_confidence(q, FS)[1], named.score_with_confidence(q, FS)[1])
+
+
+def test_server_centroid_lifts_the_server_nearest_the_query() -> None:
+    catalog = [
+        Candidate("a1", "a1", "weather forecast rain", metadata={"server": "weather"}),
+        Candidate("a2", "a2", "weather wind temperature", metadata={"server": "weather"}),
+        Candidate("b1", "b1", "stock price quote", metadata={"server": "finance"}),
+        Candidate("b2", "b2", "stock dividend history", metadata={"server": "finance"}),
+    ]
+    q = Query("weather tomorrow")
+    plain = HybridRanker(embedder=HashEmbedder()).score(q, catalog)
+    lifted = HybridRanker(embedder=HashEmbedder(), server_centroid=0.5).score(q, catalog)
+    gain = lifted - plain
+    assert min(gain[:2]) > max(gain[2:])
+
+
+def test_structure_is_cached_per_catalog_and_rebuilt_for_a_new_embedder() -> None:
+    embedder = HashEmbedder()
+    ranker = HybridRanker(embedder=embedder, name_vector=0.9)
+    catalog = tuple(FS)
+    ranker.score(Query("weather"), catalog)
+    calls = embedder.calls
+    ranker.score(Query("files"), catalog)
+    assert embedder.calls == calls + 1  # the query only; names are not embedded again
+    from shortlist.selection.base import SelectorContext
+
+    other = HashEmbedder(dim=64)
+    ranker.init(SelectorContext(embeddings=other))
+    ranker.score(Query("weather"), catalog)
+    assert other.calls >= 3  # catalog, names, query on the new embedder
+
+
+def test_name_vector_option_range() -> None:
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="name_vector"):
+            HybridRanker(embedder=HashEmbedder(), name_vector=bad)
+    with pytest.raises(ValueError, match="server_centroid"):
+        HybridRanker(embedder=HashEmbedder(), server_centroid=-1.0)

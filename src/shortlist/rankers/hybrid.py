@@ -63,6 +63,7 @@ from shortlist.rankers.scale import (
     demote_duplicates,
     group_centroids,
     group_ids,
+    name_words,
     named_tools,
     server_scores,
 )
@@ -156,6 +157,8 @@ class _Structure:
     names: NameIndex
     groups: np.ndarray[Any, np.dtype[np.intp]] | None
     centroids: np.ndarray[Any, np.dtype[np.float32]] | None  # one unit vector per group
+    name_vectors: np.ndarray[Any, np.dtype[np.float32]] | None  # each candidate's name alone, embedded
+    embedder: Any  # the embedder of the vectors (a new one rebuilds them)
 
 
 _STRUCTURE_SLOTS = 4
@@ -200,6 +203,20 @@ class HybridRanker(Ranker):
             ``shortlist feedback train`` writes it), applied to the tools it was trained on.
         adapter_weight: the share of the adapted cosine in those tools' description score.
         adaptive_k: see :class:`~shortlist.rankers.base.Ranker` (applied to fused scores).
+        name_match: a tool the query names (any spelling of its name: ``get_weather``,
+            ``getWeather``, ``Get-Weather``; spaced words and one-word names only when cued, see
+            :mod:`shortlist.rankers.scale`) ranks first, and the ranker does not abstain.
+        dedupe: variants of one tool (the same name but a version, or the same description) take
+            one slot of the top ``k`` (:func:`~shortlist.rankers.scale.demote_duplicates`).
+        dedupe_cosine: the description cosine at which two same-named tools are variants.
+        server_weight: each tool gains this times its server's score (the mean of the server's
+            ``server_top`` best fused scores; server = ``metadata.server``/``suite``/``namespace``,
+            an ``mcp__server__``/``server__`` prefix or a dotted prefix); 0 is off.
+        server_top: how many of a server's best tools its score averages.
+        server_centroid: each tool gains this times the query's cosine to the mean of its server's
+            description vectors; 0 is off.
+        name_vector: a tool's description cosine is at least this times the cosine to its name
+            alone (``"get weather"``), so a two-word tool competes with long descriptions; 0 is off.
         bm25: options for the inner :class:`~shortlist.rankers.bm25.Bm25Ranker`.
         embedding: options for the inner :class:`~shortlist.rankers.embedding.EmbeddingRanker`.
     """
@@ -233,6 +250,7 @@ class HybridRanker(Ranker):
         server_weight: float = 0.0,
         server_top: int = 1,
         server_centroid: float = 0.0,
+        name_vector: float = 0.0,
         bm25: Mapping[str, Any] | None = None,
         embedding: Mapping[str, Any] | None = None,
     ) -> None:
@@ -282,6 +300,8 @@ class HybridRanker(Ranker):
             raise ValueError("dedupe_cosine must be in (0, 1]")
         if server_weight < 0:
             raise ValueError("server_weight must be >= 0")
+        if not 0.0 <= name_vector <= 1.0:
+            raise ValueError("name_vector must be between 0 and 1")
         if server_centroid < 0:
             raise ValueError("server_centroid must be >= 0")
         if server_top < 1:
@@ -292,6 +312,7 @@ class HybridRanker(Ranker):
         self.server_weight = float(server_weight)
         self.server_top = int(server_top)
         self.server_centroid = float(server_centroid)
+        self.name_vector = float(name_vector)
         self._structures: list[_Structure] = []
         self._structure_lock = threading.Lock()
         from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
@@ -332,17 +353,23 @@ class HybridRanker(Ranker):
         described = vectors[: len(texts)]
         plain = vectors[len(texts) :] if as_written else described
         adapted = self._adapted_desc(described, cat)
+        structure = self._structure(cat.candidates, cat.desc) if self.uses_structure else None
+        names = structure.name_vectors if structure is not None else None
         parts: list[Scores] = []
         conf = np.zeros(0, dtype=np.float64)
         for i, text in enumerate(texts):
             desc = matvec(cat.desc, described[i]) if adapted is None else adapted[i]
+            if names is not None:
+                # A tool is also matched by its name alone, so a two-word tool is not buried by
+                # long descriptions that share words with the query.
+                desc = np.maximum(desc, np.float32(self.name_vector) * matvec(names, described[i]))
             dense = self.dense.score_vector(plain[i], cat, desc=desc)
             lexical = np.asarray(self.bm25.score(Query(text), candidates), dtype=np.float64)
             parts.append(self.fuse(lexical, dense))
             if i == 0 and confidence:
                 # The confidence is the query as written: the prefix helps ranking but blurs the
                 # cosine's meaning (AUROC 0.853 -> 0.833 on MetaTool zero-shot).
-                raw = self.dense.score_vector(plain[0], cat) if prefixed else dense
+                raw = self.dense.score_vector(plain[0], cat) if prefixed or names is not None else dense
                 conf = raw + self.confidence_bm25_weight * lexical if self.confidence_bm25_weight else raw
                 if self.anchor_confidence is not None:
                     conf = self.anchor_confidence.confidence(conf, plain[0], self.dense.embedder)
@@ -350,7 +377,6 @@ class HybridRanker(Ranker):
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
         named: tuple[int, ...] = ()
-        structure = self._structure(cat.candidates, cat.desc) if self.uses_structure else None
         if structure is not None:
             if self.server_weight > 0 and structure.groups is not None:
                 fused = fused + self.server_weight * server_scores(fused, structure.groups, top=self.server_top)
@@ -371,19 +397,26 @@ class HybridRanker(Ranker):
     @property
     def uses_structure(self) -> bool:
         """True when a scale lever is on (named tools, near-duplicates or servers)."""
-        return self.name_match or self.dedupe or self.server_weight > 0 or self.server_centroid > 0
+        return (
+            self.name_match or self.dedupe or self.server_weight > 0 or self.server_centroid > 0 or self.name_vector > 0
+        )
 
     def _structure(self, candidates: tuple[Candidate, ...], desc: Any) -> _Structure:
         """The name phrases and servers of ``candidates`` (cached per candidate list)."""
         with self._structure_lock:
+            embedder = self.dense.embedder if self.name_vector > 0 or self.server_centroid > 0 else None
             for pos, entry in enumerate(self._structures):
-                if entry.candidates == candidates:  # identity first, then field equality
+                if entry.embedder is embedder and entry.candidates == candidates:  # identity first, then equality
                     if pos:
                         self._structures.insert(0, self._structures.pop(pos))
                     return entry
         groups = group_ids(candidates)
         centroids = group_centroids(desc, groups) if groups is not None and self.server_centroid > 0 else None
-        entry = _Structure(candidates, NameIndex.build(candidates), groups, centroids)
+        name_vectors = None
+        if embedder is not None and self.name_vector > 0:
+            texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
+            name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
+        entry = _Structure(candidates, NameIndex.build(candidates), groups, centroids, name_vectors, embedder)
         with self._structure_lock:
             self._structures.insert(0, entry)
             del self._structures[_STRUCTURE_SLOTS:]

@@ -144,6 +144,7 @@ class HybridOptions(_TopK):
     server_weight: float = Field(0.0, ge=0, description="weight of the tool's server score (0: off)")
     server_top: int = Field(1, ge=1, description="a server scores the mean of its best server_top tools")
     server_centroid: float = Field(0.0, ge=0, description="weight of the query's cosine to the server's mean tool")
+    name_vector: float = Field(0.0, ge=0, le=1, description="a tool's cosine is at least this times its name's alone")
     bm25: HybridBm25Options | None = None
     embedding: HybridEmbeddingOptions | None = None
 
