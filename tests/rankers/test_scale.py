@@ -189,7 +189,7 @@ def test_generated_naming_queries_rank_the_named_tool_first() -> None:
 def test_without_the_fast_path_verbose_distractors_win() -> None:
     catalog = generated_catalog()
     text = "run diff to compare the two project files versions"
-    plain = HybridRanker(embedder=HashEmbedder()).select(Query(text, k=3), catalog).selected
+    plain = HybridRanker(embedder=HashEmbedder(), name_match=False).select(Query(text, k=3), catalog).selected
     assert "diff" not in plain[:1]
     named = HybridRanker(embedder=HashEmbedder(), name_match=True).select(Query(text, k=3), catalog)
     assert named.selected[0] == "diff"
@@ -305,8 +305,8 @@ def test_server_evidence_lifts_the_tools_of_the_likely_server() -> None:
         Candidate("sketch", "sketch", "Sketch an image.", metadata={"server": "art"}),
     ]
     text = "create a word document and insert an image"
-    plain = HybridRanker(embedder=HashEmbedder()).score(Query(text), catalog)
-    lifted = HybridRanker(embedder=HashEmbedder(), server_weight=0.5).score(Query(text), catalog)
+    plain = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)
+    lifted = HybridRanker(embedder=HashEmbedder(), server_weight=0.5, server_top=1).score(Query(text), catalog)
     # add_picture shares the best tool's server: it gains more than the art tools
     gain = lifted - plain
     assert gain[2] > gain[3] and gain[2] > gain[4]
@@ -356,8 +356,8 @@ def test_server_centroid_lifts_the_server_nearest_the_query() -> None:
         Candidate("b2", "b2", "stock dividend history", metadata={"server": "finance"}),
     ]
     q = Query("weather tomorrow")
-    plain = HybridRanker(embedder=HashEmbedder()).score(q, catalog)
-    lifted = HybridRanker(embedder=HashEmbedder(), server_centroid=0.5).score(q, catalog)
+    plain = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(q, catalog)
+    lifted = HybridRanker(embedder=HashEmbedder(), server_weight=0, server_centroid=0.5).score(q, catalog)
     gain = lifted - plain
     assert min(gain[:2]) > max(gain[2:])
 

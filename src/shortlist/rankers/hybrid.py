@@ -32,6 +32,15 @@ part right after the overall best, before filling by score; measured, the max ov
 already brings those up (MetaTool zero-shot Recall@5 0.792 either way, nDCG@10 0.724 without
 the cover vs 0.721 with it), so it is off by default. Measured in ``docs/evaluation.md``.
 
+Large catalogs add levers on the fused scores (:mod:`shortlist.rankers.scale`, measured in
+``docs/evaluation.md``, "Ranking at scale"). On by default: ``name_match`` (a tool the message names,
+``get_weather``/``getWeather``/``Get-Weather``, or cued spaced words and one-word names, ranks first)
+and server evidence (``server_weight`` 0.5, ``server_top`` 3: each tool gains half the mean of its
+server's three best fused scores, so the tools of the servers a request is about rise together; a
+catalog without servers, suites or namespaces ranks exactly as without it). Options: ``dedupe``
+(variants of one tool take one slot), ``name_vector`` (a tool's cosine is at least a share of its
+name's alone) and ``server_centroid`` (the query's cosine to a server's mean tool).
+
 No fused score is calibrated, so abstention is judged on a separate confidence: the embedding
 ranker's cosine of the whole query **as written** (no prefix: the prefix lifts ranking but
 lowers the cosine's AUROC as a "something fits" signal, 0.853 -> 0.833 on MetaTool; description
@@ -98,6 +107,11 @@ USER_QUERY_PREFIX = "The user wants: "
 DEFAULT_QUERY_PREFIX = ""
 
 _DEFAULT_BM25_WEIGHT: dict[str, float] = {"zscore": 0.35, "score": 0.2, "rrf": 1.0}
+
+#: Server evidence on by default: each tool gains half the mean of its server's three best fused
+#: scores (``docs/evaluation.md``, "Ranking at scale"); a catalog without servers ranks as before.
+DEFAULT_SERVER_WEIGHT = 0.5
+DEFAULT_SERVER_TOP = 3
 
 
 def _ranks(scores: Scores) -> Scores:
@@ -244,11 +258,11 @@ class HybridRanker(Ranker):
         confidence_anchors: Sequence[str] | None = None,
         adapter: QueryAdapter | str | None = None,
         adapter_weight: float = 0.5,
-        name_match: bool = False,
+        name_match: bool = True,
         dedupe: bool = False,
         dedupe_cosine: float = 0.85,
-        server_weight: float = 0.0,
-        server_top: int = 1,
+        server_weight: float = DEFAULT_SERVER_WEIGHT,
+        server_top: int = DEFAULT_SERVER_TOP,
         server_centroid: float = 0.0,
         name_vector: float = 0.0,
         bm25: Mapping[str, Any] | None = None,
