@@ -67,6 +67,7 @@ from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind
 from shortlist.rankers.embedding import EmbeddingRanker, make_abstention, matvec
 from shortlist.rankers.scale import (
     DuplicatesDemoted,
+    GroupLayout,
     NameIndex,
     ToolsNamed,
     demote_duplicates,
@@ -170,6 +171,7 @@ class _Structure:
     candidates: tuple[Candidate, ...]
     names: NameIndex
     groups: np.ndarray[Any, np.dtype[np.intp]] | None
+    layout: GroupLayout | None
     centroids: np.ndarray[Any, np.dtype[np.float32]] | None  # one unit vector per group
     name_vectors: np.ndarray[Any, np.dtype[np.float32]] | None  # each candidate's name alone, embedded
     embedder: Any  # the embedder of the vectors (a new one rebuilds them)
@@ -392,8 +394,8 @@ class HybridRanker(Ranker):
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
         named: tuple[int, ...] = ()
         if structure is not None:
-            if self.server_weight > 0 and structure.groups is not None:
-                fused = fused + self.server_weight * server_scores(fused, structure.groups, top=self.server_top)
+            if self.server_weight > 0 and structure.layout is not None:
+                fused = fused + self.server_weight * server_scores(fused, structure.layout, top=self.server_top)
             if structure.centroids is not None and structure.groups is not None:
                 server_cos = matvec(structure.centroids, plain[0]).astype(np.float64)
                 fused = fused + self.server_centroid * server_cos[structure.groups]
@@ -430,7 +432,8 @@ class HybridRanker(Ranker):
         if embedder is not None and self.name_vector > 0:
             texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
             name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
-        entry = _Structure(candidates, NameIndex.build(candidates), groups, centroids, name_vectors, embedder)
+        layout = GroupLayout.of(groups) if groups is not None else None
+        entry = _Structure(candidates, NameIndex.build(candidates), groups, layout, centroids, name_vectors, embedder)
         with self._structure_lock:
             self._structures.insert(0, entry)
             del self._structures[_STRUCTURE_SLOTS:]

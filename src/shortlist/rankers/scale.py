@@ -58,6 +58,7 @@ __all__ = [
     "CUES_AFTER",
     "CUES_BEFORE",
     "DuplicatesDemoted",
+    "GroupLayout",
     "NameIndex",
     "ToolsNamed",
     "demote_duplicates",
@@ -166,24 +167,54 @@ def group_ids(candidates: Sequence[Candidate]) -> _IntArray | None:
     return out
 
 
-def server_scores(scores: _F64, groups: _IntArray, *, top: int = 1) -> _F64:
-    """Per candidate, the score of its group: the mean of the group's ``top`` best scores."""
-    n_groups = int(groups.max()) + 1 if groups.size else 0
-    if top <= 1:
-        best = np.full(n_groups, -np.inf)
-        np.maximum.at(best, groups, scores)
-        return np.asarray(best[groups], dtype=np.float64)
-    order = np.lexsort((-scores, groups))  # by group, best first inside each
-    sorted_groups = groups[order]
-    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
-    rank = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
-    keep = rank < top
-    sums = np.zeros(n_groups)
-    counts = np.zeros(n_groups)
-    np.add.at(sums, sorted_groups[keep], scores[order][keep])
-    np.add.at(counts, sorted_groups[keep], 1.0)
+@dataclass(frozen=True, slots=True)
+class GroupLayout:
+    """Candidates ordered by group, computed once per catalog (:func:`server_scores` runs per turn).
+
+    Attributes:
+        groups: each candidate's group number.
+        order: candidate indexes, grouped.
+        starts: where each group starts in ``order``.
+        segment: the group of each position of ``order``.
+    """
+
+    groups: _IntArray
+    order: _IntArray
+    starts: _IntArray
+    segment: _IntArray
+
+    @classmethod
+    def of(cls, groups: _IntArray) -> GroupLayout:
+        """The layout of ``groups`` (group numbers ``0..G-1``, every one used)."""
+        order = np.argsort(groups, kind="stable").astype(np.intp)
+        segment = groups[order]
+        starts = np.flatnonzero(np.r_[True, segment[1:] != segment[:-1]]).astype(np.intp)
+        return cls(groups, order, starts, segment)
+
+
+def server_scores(scores: _F64, groups: _IntArray | GroupLayout, *, top: int = 1) -> _F64:
+    """Per candidate, the score of its group: the mean of the group's ``top`` best scores.
+
+    Linear in the candidates (``top`` passes of a segmented maximum over a cached layout); equal
+    scores inside a group count once among its best.
+    """
+    layout = groups if isinstance(groups, GroupLayout) else GroupLayout.of(groups)
+    if layout.order.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    values = np.asarray(scores, dtype=np.float64)[layout.order]
+    sums = np.zeros(layout.starts.size)
+    counts = np.zeros(layout.starts.size)
+    for k in range(max(1, top)):
+        best = np.maximum.reduceat(values, layout.starts)
+        found = np.isfinite(best)
+        if not found.any():
+            break
+        sums += np.where(found, best, 0.0)
+        counts += found
+        if k + 1 < top:
+            values = np.where(values >= best[layout.segment], -np.inf, values)
     agg = sums / np.maximum(counts, 1.0)
-    return np.asarray(agg[groups], dtype=np.float64)
+    return np.asarray(agg[layout.groups], dtype=np.float64)
 
 
 def group_centroids(vectors: npt.NDArray[np.float32], groups: _IntArray) -> npt.NDArray[np.float32]:
