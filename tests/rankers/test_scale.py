@@ -11,6 +11,7 @@ import pytest
 from shortlist.events import event_hooks
 from shortlist.rankers.hybrid import HybridRanker
 from shortlist.rankers.scale import (
+    GroupLayout,
     NameIndex,
     demote_duplicates,
     group_ids,
@@ -384,3 +385,23 @@ def test_name_vector_option_range() -> None:
             HybridRanker(embedder=HashEmbedder(), name_vector=bad)
     with pytest.raises(ValueError, match="server_centroid"):
         HybridRanker(embedder=HashEmbedder(), server_centroid=-1.0)
+
+
+def test_server_scores_over_a_layout_and_ties() -> None:
+    groups = np.array([0, 0, 0, 1], dtype=np.intp)
+    layout = GroupLayout.of(groups)
+    scores = np.array([0.5, 0.5, 0.2, 0.9])
+    # equal scores inside a group count once among its best
+    np.testing.assert_allclose(server_scores(scores, layout, top=2), [0.35, 0.35, 0.35, 0.9])
+    np.testing.assert_allclose(server_scores(scores, groups, top=1), [0.5, 0.5, 0.5, 0.9])
+    assert server_scores(np.zeros(0), np.zeros(0, dtype=np.intp), top=3).size == 0
+
+
+def test_warm_builds_the_structure() -> None:
+    embedder = HashEmbedder()
+    ranker = HybridRanker(embedder=embedder, name_vector=0.9)
+    catalog = tuple(FS)
+    ranker.warm(catalog)
+    calls = embedder.calls
+    ranker.score(Query("weather"), catalog)
+    assert embedder.calls == calls + 1  # only the query

@@ -526,9 +526,15 @@ class HybridRanker(Ranker):
         return Selection(tuple(candidates[i].id for i in order), scores=tuple(float(fused[i]) for i in order))
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
-        """Build both indexes (BM25 and vectors) for ``candidates``, and embed the no-tool anchors of
-        ``confidence="anchors"``, so no turn pays for them; return the seconds spent."""
+        """Build both indexes (BM25 and vectors) for ``candidates``, the scale levers' name phrases and
+        servers, and embed the no-tool anchors of ``confidence="anchors"``, so no turn pays for them;
+        return the seconds spent."""
         spent = self.bm25.warm(candidates) + self.dense.warm(candidates)
+        if self.uses_structure:
+            start = time.perf_counter()
+            cat = self.dense.prepare(candidates)
+            self._structure(cat.candidates, cat.desc)
+            spent += time.perf_counter() - start
         if self.anchor_confidence is not None:
             start = time.perf_counter()
             self.anchor_confidence.vectors(self.dense.embedder)
