@@ -278,6 +278,9 @@ def test_group_keys() -> None:
     assert group_key(Candidate("Hotels.SearchHotel")) == "dot:Hotels"
     assert group_key(Candidate("get_weather")) is None
     assert group_key(Candidate("t", "t", "", metadata={"server": "  "})) is None
+    # shortlist's adapters set ``namespace`` to a kind ("mcp", "skill"), not a server
+    assert group_key(Candidate("t", "t", "", metadata={"namespace": "mcp"})) is None
+    assert group_key(Candidate("t", "t", "", metadata={"server": "gh", "namespace": "mcp"})) == "server:gh"
 
 
 def test_group_ids_say_nothing_without_shared_servers() -> None:

@@ -37,7 +37,7 @@ Large catalogs add levers on the fused scores (:mod:`shortlist.rankers.scale`, m
 ``get_weather``/``getWeather``/``Get-Weather``, or cued spaced words and one-word names, ranks first)
 and server evidence (``server_weight`` 0.5, ``server_top`` 3: each tool gains half the mean of its
 server's three best fused scores, so the tools of the servers a request is about rise together; a
-catalog without servers, suites or namespaces ranks exactly as without it). Options: ``dedupe``
+catalog without servers, suites or name prefixes ranks exactly as without it). Options: ``dedupe``
 (variants of one tool take one slot), ``name_vector`` (a tool's cosine is at least a share of its
 name's alone) and ``server_centroid`` (the query's cosine to a server's mean tool).
 
@@ -226,7 +226,7 @@ class HybridRanker(Ranker):
             one slot of the top ``k`` (:func:`~shortlist.rankers.scale.demote_duplicates`).
         dedupe_cosine: the description cosine at which two same-named tools are variants.
         server_weight: each tool gains this times its server's score (the mean of the server's
-            ``server_top`` best fused scores; server = ``metadata.server``/``suite``/``namespace``,
+            ``server_top`` best fused scores; server = ``metadata.server``/``suite``/``mcp_server``,
             an ``mcp__server__``/``server__`` prefix or a dotted prefix); 0 is off.
         server_top: how many of a server's best tools its score averages.
         server_centroid: each tool gains this times the query's cosine to the mean of its server's

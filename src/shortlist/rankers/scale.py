@@ -33,8 +33,9 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/hybri
   ``liter_to_gallon``, ``delete_slide`` and ``insert_blank_slide``).
 
 * **Servers** (:func:`group_ids`, :func:`server_scores`). A tool's server, suite or namespace
-  (``metadata.server``/``suite``/``namespace``, an ``mcp__server__`` or ``server__`` prefix, a
-  dotted prefix) is evidence: a server is scored by the mean of its ``top`` best tools' scores,
+  (``metadata.server``/``suite``/``mcp_server``, an ``mcp__server__`` or ``server__`` prefix, a
+  dotted prefix; not ``metadata.namespace``, which shortlist's adapters set to a kind such as
+  ``"mcp"`` or ``"skill"``) is evidence: a server is scored by the mean of its ``top`` best tools' scores,
   and each tool gains ``weight`` times its server's score, so tools of the servers the message
   is about rise together. A tool with no server is its own server of one.
 """
@@ -80,7 +81,7 @@ CUES_BEFORE = frozenset({"use", "call", "calling", "run", "running", "invoke", "
 CUES_AFTER = frozenset(
     {"tool", "tools", "command", "commands", "function", "api", "plugin", "endpoint", "action", "method"}
 )
-_METADATA_KEYS = ("server", "suite", "namespace", "mcp_server")
+_METADATA_KEYS = ("server", "suite", "mcp_server")
 _WORDS = analyser("tools").words
 _VERSION = re.compile(r"^v?\d+$")
 _STOP = stopword_list("en_plus")
@@ -130,7 +131,7 @@ def local_name(identifier: str) -> str:
 def group_key(c: Candidate) -> str | None:
     """The server, suite or namespace ``c`` belongs to, or None.
 
-    ``metadata`` ``server``, ``suite``, ``namespace`` or ``mcp_server`` (a non-empty string) first;
+    ``metadata`` ``server``, ``suite`` or ``mcp_server`` (a non-empty string) first;
     else an ``mcp__server__tool`` or ``server__tool`` prefix of the id or name; else the id's or
     name's dotted prefix (``Hotels.SearchHotel`` -> ``Hotels``).
     """
