@@ -32,6 +32,15 @@ part right after the overall best, before filling by score; measured, the max ov
 already brings those up (MetaTool zero-shot Recall@5 0.792 either way, nDCG@10 0.724 without
 the cover vs 0.721 with it), so it is off by default. Measured in ``docs/evaluation.md``.
 
+Large catalogs add levers on the fused scores (:mod:`shortlist.rankers.scale`, measured in
+``docs/evaluation.md``, "Ranking at scale"). On by default: ``name_match`` (a tool the message names,
+``get_weather``/``getWeather``/``Get-Weather``, or cued spaced words and one-word names, ranks first)
+and server evidence (``server_weight`` 0.5, ``server_top`` 3: each tool gains half the mean of its
+server's three best fused scores, so the tools of the servers a request is about rise together; a
+catalog without servers, suites or name prefixes ranks exactly as without it). Options: ``dedupe``
+(variants of one tool take one slot), ``name_vector`` (a tool's cosine is at least a share of its
+name's alone) and ``server_centroid`` (the query's cosine to a server's mean tool).
+
 No fused score is calibrated, so abstention is judged on a separate confidence: the embedding
 ranker's cosine of the whole query **as written** (no prefix: the prefix lifts ranking but
 lowers the cosine's AUROC as a "something fits" signal, 0.853 -> 0.833 on MetaTool; description
@@ -42,6 +51,7 @@ with ``normalize=True``, which changes no fusion).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,10 +60,23 @@ from typing import Any, Literal
 import numpy as np
 
 from shortlist.embeddings.base import Embedder
+from shortlist.events import emit
 from shortlist.rankers.adapter import QueryAdapter
 from shortlist.rankers.base import Abstention, Ranker, Scores
 from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind
 from shortlist.rankers.embedding import EmbeddingRanker, make_abstention, matvec
+from shortlist.rankers.scale import (
+    DuplicatesDemoted,
+    GroupLayout,
+    NameIndex,
+    ToolsNamed,
+    demote_duplicates,
+    group_centroids,
+    group_ids,
+    name_words,
+    named_tools,
+    server_scores,
+)
 from shortlist.selection.base import SelectorContext
 from shortlist.selection.query import split_intents
 from shortlist.types import Candidate, Query, Selection
@@ -85,6 +108,11 @@ USER_QUERY_PREFIX = "The user wants: "
 DEFAULT_QUERY_PREFIX = ""
 
 _DEFAULT_BM25_WEIGHT: dict[str, float] = {"zscore": 0.35, "score": 0.2, "rrf": 1.0}
+
+#: Server evidence on by default: each tool gains half the mean of its server's three best fused
+#: scores (``docs/evaluation.md``, "Ranking at scale"); a catalog without servers ranks as before.
+DEFAULT_SERVER_WEIGHT = 0.5
+DEFAULT_SERVER_TOP = 3
 
 
 def _ranks(scores: Scores) -> Scores:
@@ -126,11 +154,30 @@ def zscore_fuse(bm25: Scores, dense: Scores, *, bm25_weight: float = 0.35, dense
 
 @dataclass(frozen=True, slots=True)
 class _Scored:
-    """One turn's scores: the fused ranking, each part's fused scores, the confidence."""
+    """One turn's scores: the fused ranking, each part's fused scores, the confidence, the named tools."""
 
     fused: Scores
     parts: tuple[Scores, ...]
     confidence: Scores
+    named: tuple[int, ...] = ()
+    desc: Any = None  # the catalog's description vectors (near-duplicates)
+    names: NameIndex | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Structure:
+    """What the scale levers know of one candidate list: its name phrases and its servers."""
+
+    candidates: tuple[Candidate, ...]
+    names: NameIndex
+    groups: np.ndarray[Any, np.dtype[np.intp]] | None
+    layout: GroupLayout | None
+    centroids: np.ndarray[Any, np.dtype[np.float32]] | None  # one unit vector per group
+    name_vectors: np.ndarray[Any, np.dtype[np.float32]] | None  # each candidate's name alone, embedded
+    embedder: Any  # the embedder of the vectors (a new one rebuilds them)
+
+
+_STRUCTURE_SLOTS = 4
 
 
 class HybridRanker(Ranker):
@@ -172,6 +219,20 @@ class HybridRanker(Ranker):
             ``shortlist feedback train`` writes it), applied to the tools it was trained on.
         adapter_weight: the share of the adapted cosine in those tools' description score.
         adaptive_k: see :class:`~shortlist.rankers.base.Ranker` (applied to fused scores).
+        name_match: a tool the query names (any spelling of its name: ``get_weather``,
+            ``getWeather``, ``Get-Weather``; spaced words and one-word names only when cued, see
+            :mod:`shortlist.rankers.scale`) ranks first, and the ranker does not abstain.
+        dedupe: variants of one tool (the same name but a version, or the same description) take
+            one slot of the top ``k`` (:func:`~shortlist.rankers.scale.demote_duplicates`).
+        dedupe_cosine: the description cosine at which two same-named tools are variants.
+        server_weight: each tool gains this times its server's score (the mean of the server's
+            ``server_top`` best fused scores; server = ``metadata.server``/``suite``/``mcp_server``,
+            an ``mcp__server__``/``server__`` prefix or a dotted prefix); 0 is off.
+        server_top: how many of a server's best tools its score averages.
+        server_centroid: each tool gains this times the query's cosine to the mean of its server's
+            description vectors; 0 is off.
+        name_vector: a tool's description cosine is at least this times the cosine to its name
+            alone (``"get weather"``), so a two-word tool competes with long descriptions; 0 is off.
         bm25: options for the inner :class:`~shortlist.rankers.bm25.Bm25Ranker`.
         embedding: options for the inner :class:`~shortlist.rankers.embedding.EmbeddingRanker`.
     """
@@ -199,6 +260,13 @@ class HybridRanker(Ranker):
         confidence_anchors: Sequence[str] | None = None,
         adapter: QueryAdapter | str | None = None,
         adapter_weight: float = 0.5,
+        name_match: bool = True,
+        dedupe: bool = False,
+        dedupe_cosine: float = 0.85,
+        server_weight: float = DEFAULT_SERVER_WEIGHT,
+        server_top: int = DEFAULT_SERVER_TOP,
+        server_centroid: float = 0.0,
+        name_vector: float = 0.0,
         bm25: Mapping[str, Any] | None = None,
         embedding: Mapping[str, Any] | None = None,
     ) -> None:
@@ -244,6 +312,25 @@ class HybridRanker(Ranker):
         self.adapter: QueryAdapter | None = QueryAdapter.load(adapter) if isinstance(adapter, str) else adapter
         self.adapter_weight = float(adapter_weight)
         self._adapter_masks: dict[int, tuple[tuple[Candidate, ...], np.ndarray[Any, np.dtype[np.bool_]]]] = {}
+        if not 0.0 < dedupe_cosine <= 1.0:
+            raise ValueError("dedupe_cosine must be in (0, 1]")
+        if server_weight < 0:
+            raise ValueError("server_weight must be >= 0")
+        if not 0.0 <= name_vector <= 1.0:
+            raise ValueError("name_vector must be between 0 and 1")
+        if server_centroid < 0:
+            raise ValueError("server_centroid must be >= 0")
+        if server_top < 1:
+            raise ValueError("server_top must be >= 1")
+        self.name_match = bool(name_match)
+        self.dedupe = bool(dedupe)
+        self.dedupe_cosine = float(dedupe_cosine)
+        self.server_weight = float(server_weight)
+        self.server_top = int(server_top)
+        self.server_centroid = float(server_centroid)
+        self.name_vector = float(name_vector)
+        self._structures: list[_Structure] = []
+        self._structure_lock = threading.Lock()
         from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
 
         bm25_options = {"normalize": True, "examples_weight": FUSED_EXAMPLES_WEIGHT, **dict(bm25 or {})}
@@ -285,24 +372,75 @@ class HybridRanker(Ranker):
         described = vectors[: len(texts)]
         plain = vectors[len(texts) :] if as_written else described
         adapted = self._adapted_desc(described, cat)
+        structure = self._structure(cat.candidates, cat.desc) if self.uses_structure else None
+        names = structure.name_vectors if structure is not None else None
         parts: list[Scores] = []
         conf = np.zeros(0, dtype=np.float64)
         for i, text in enumerate(texts):
             desc = matvec(cat.desc, described[i]) if adapted is None else adapted[i]
+            if names is not None:
+                # A tool is also matched by its name alone, so a two-word tool is not buried by
+                # long descriptions that share words with the query.
+                desc = np.maximum(desc, np.float32(self.name_vector) * matvec(names, described[i]))
             dense = self.dense.score_vector(plain[i], cat, desc=desc)
             lexical = np.asarray(self.bm25.score(Query(text), candidates), dtype=np.float64)
             parts.append(self.fuse(lexical, dense))
             if i == 0 and confidence:
                 # The confidence is the query as written: the prefix helps ranking but blurs the
                 # cosine's meaning (AUROC 0.853 -> 0.833 on MetaTool zero-shot).
-                raw = self.dense.score_vector(plain[0], cat) if prefixed else dense
+                raw = self.dense.score_vector(plain[0], cat) if prefixed or names is not None else dense
                 conf = raw + self.confidence_bm25_weight * lexical if self.confidence_bm25_weight else raw
                 if self.anchor_confidence is not None:
                     conf = self.anchor_confidence.confidence(conf, plain[0], self.dense.embedder)
         fused = parts[0]
         if len(parts) > 1:
             fused = np.maximum(fused, np.max(np.stack(parts[1:]), axis=0) - self.decompose_penalty)
-        return _Scored(fused, tuple(parts[1:]), conf if confidence else fused)
+        named: tuple[int, ...] = ()
+        if structure is not None:
+            if self.server_weight > 0 and structure.layout is not None:
+                fused = fused + self.server_weight * server_scores(fused, structure.layout, top=self.server_top)
+            if structure.centroids is not None and structure.groups is not None:
+                server_cos = matvec(structure.centroids, plain[0]).astype(np.float64)
+                fused = fused + self.server_centroid * server_cos[structure.groups]
+            if self.name_match:
+                fused, named = _rank_named_first(fused, named_tools(query.text, structure.names))
+        return _Scored(
+            fused,
+            tuple(parts[1:]),
+            conf if confidence else fused,
+            named,
+            cat.desc if self.dedupe else None,
+            structure.names if structure is not None else None,
+        )
+
+    @property
+    def uses_structure(self) -> bool:
+        """True when a scale lever is on (named tools, near-duplicates or servers)."""
+        return (
+            self.name_match or self.dedupe or self.server_weight > 0 or self.server_centroid > 0 or self.name_vector > 0
+        )
+
+    def _structure(self, candidates: tuple[Candidate, ...], desc: Any) -> _Structure:
+        """The name phrases and servers of ``candidates`` (cached per candidate list)."""
+        with self._structure_lock:
+            embedder = self.dense.embedder if self.name_vector > 0 or self.server_centroid > 0 else None
+            for pos, entry in enumerate(self._structures):
+                if entry.embedder is embedder and entry.candidates == candidates:  # identity first, then equality
+                    if pos:
+                        self._structures.insert(0, self._structures.pop(pos))
+                    return entry
+        groups = group_ids(candidates)
+        centroids = group_centroids(desc, groups) if groups is not None and self.server_centroid > 0 else None
+        name_vectors = None
+        if embedder is not None and self.name_vector > 0:
+            texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
+            name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
+        layout = GroupLayout.of(groups) if groups is not None else None
+        entry = _Structure(candidates, NameIndex.build(candidates), groups, layout, centroids, name_vectors, embedder)
+        with self._structure_lock:
+            self._structures.insert(0, entry)
+            del self._structures[_STRUCTURE_SLOTS:]
+        return entry
 
     def _adapted_desc(self, vectors: np.ndarray[Any, np.dtype[np.float32]], cat: Any) -> list[Any] | None:
         """Per query vector, the description cosines with the adapter blended in (None: no adapter)."""
@@ -363,26 +501,43 @@ class HybridRanker(Ranker):
         if not candidates:
             return Selection()
         scored = self._scored(query, candidates, confidence=self.abstention is not None)
-        if self.abstention is not None and self.abstention.abstains(scored.confidence):
+        if not scored.named and self.abstention is not None and self.abstention.abstains(scored.confidence):
             return Selection(reason="abstained: no candidate fits the query", abstained=True)
         fused = scored.fused
         k = min(query.k or self.top_k, len(candidates))
+        # With near-duplicates demoted, rank a window beyond k so the distinct ones can fill it.
+        window = min(len(candidates), 3 * k + 10) if self.dedupe else k
         if self.cover_intents and scored.parts:
-            order = cover(fused, scored.parts, k)
-        elif k < len(candidates):
-            top = np.argpartition(-fused, k - 1)[:k]
+            order = cover(fused, scored.parts, window)
+        elif window < len(candidates):
+            top = np.argpartition(-fused, window - 1)[:window]
             order = [int(i) for i in top[np.argsort(-fused[top], kind="stable")]]
         else:
             order = [int(i) for i in np.argsort(-fused, kind="stable")]
+        if scored.named:
+            emit(ToolsNamed(ranker=self.name, ids=tuple(candidates[i].id for i in scored.named)))
+        if self.dedupe and scored.names is not None:
+            before = order[:k]
+            order = demote_duplicates(order, scored.names, scored.desc, cosine=self.dedupe_cosine)[0][:k]
+            kept = set(order)
+            displaced = tuple(candidates[i].id for i in before if i not in kept)
+            if displaced:
+                emit(DuplicatesDemoted(ranker=self.name, ids=displaced))
         if self.adaptive_k is not None and order:
             best = fused[order[0]]
             order = [i for i in order if fused[i] >= self.adaptive_k * best] if best > 0 else order[:1]
         return Selection(tuple(candidates[i].id for i in order), scores=tuple(float(fused[i]) for i in order))
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
-        """Build both indexes (BM25 and vectors) for ``candidates``, and embed the no-tool anchors of
-        ``confidence="anchors"``, so no turn pays for them; return the seconds spent."""
+        """Build both indexes (BM25 and vectors) for ``candidates``, the scale levers' name phrases and
+        servers, and embed the no-tool anchors of ``confidence="anchors"``, so no turn pays for them;
+        return the seconds spent."""
         spent = self.bm25.warm(candidates) + self.dense.warm(candidates)
+        if self.uses_structure:
+            start = time.perf_counter()
+            cat = self.dense.prepare(candidates)
+            self._structure(cat.candidates, cat.desc)
+            spent += time.perf_counter() - start
         if self.anchor_confidence is not None:
             start = time.perf_counter()
             self.anchor_confidence.vectors(self.dense.embedder)
@@ -411,3 +566,15 @@ def cover(fused: Scores, parts: Sequence[Scores], k: int) -> list[int]:
             break
         taken.setdefault(i, None)
     return list(taken)[:k]
+
+
+def _rank_named_first(fused: Scores, named: Mapping[int, int]) -> tuple[Scores, tuple[int, ...]]:
+    """``fused`` with the named candidates above all others (longer matches first, then by score)."""
+    if not named:
+        return fused, ()
+    out = np.array(fused, dtype=np.float64)
+    offset = float(out.max() - out.min()) + 1.0
+    for i, length in named.items():
+        out[i] = fused[i] + offset * length
+    ids = tuple(sorted(named, key=lambda i: -out[i]))
+    return out, ids
