@@ -27,6 +27,7 @@ __all__ = [
     "Selection",
     "SelectionReasonTruncated",
     "TurnSelection",
+    "candidate_group",
     "cap_reason",
 ]
 
@@ -75,7 +76,8 @@ class Candidate:
         id: stable identifier; what a selector returns.
         name: display name (defaults to ``id``).
         description: the text rankers work on.
-        metadata: free-form data (tags, namespace, server, …); not interpreted by the core.
+        metadata: free-form data (tags, namespace, server, …); the core reads only the server or
+            suite in it (:func:`candidate_group`).
         parameters: a JSON Schema of the tool's parameters, when it has one.
         examples: example queries this candidate answers (from config or usage feedback).
     """
@@ -243,3 +245,34 @@ class TurnSelection:
             "abstained": self.abstained,
             "elapsed_ms": round(self.elapsed_ms, 3),
         }
+
+
+#: The metadata keys that name a candidate's server or suite, in the order they are read
+#: (``namespace`` is not one: the MCP and skill adapters set it to a kind, ``mcp`` or ``skill``).
+GROUP_METADATA_KEYS = ("server", "suite", "mcp_server")
+
+
+def candidate_group(c: Candidate) -> str | None:
+    """The server, suite or namespace ``c`` belongs to, or None.
+
+    ``metadata`` ``server``, ``suite`` or ``mcp_server`` (a non-empty string) first; else an
+    ``mcp__server__tool`` or ``server__tool`` prefix of the id or name; else the id's or name's
+    dotted prefix (``Hotels.SearchHotel`` -> ``Hotels``). The ranker weighs a
+    server's tools together by it, and the offer the servers a conversation already uses.
+    """
+    md = c.metadata
+    for key in GROUP_METADATA_KEYS:
+        value = md.get(key)
+        if isinstance(value, str) and value.strip():
+            return f"{key}:{value.strip()}"
+    for text in (c.id, c.name):
+        parts = [p for p in text.split("__") if p]
+        if len(parts) >= 3 and parts[0] == "mcp":
+            return f"ns:{parts[1]}"
+        if len(parts) >= 2:
+            return f"ns:{parts[0]}"
+    for text in (c.id, c.name):
+        stripped = text.strip(".")
+        if "." in stripped:
+            return f"dot:{stripped.rsplit('.', 1)[0]}"
+    return None

@@ -15,7 +15,6 @@ from shortlist.rankers.scale import (
     NameIndex,
     demote_duplicates,
     group_ids,
-    group_key,
     local_name,
     name_words,
     named_tools,
@@ -25,7 +24,7 @@ from shortlist.rankers.scale import (
     variants,
 )
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
+from shortlist.types import Candidate, Query, candidate_group
 
 FS = [
     Candidate("cat", "cat", "Display the contents of a file of any extension from the current directory."),
@@ -271,16 +270,18 @@ def test_variants_by_version_and_by_identical_descriptions() -> None:
 
 
 def test_group_keys() -> None:
-    assert group_key(Candidate("t", "t", "", metadata={"server": "github"})) == "server:github"
-    assert group_key(Candidate("t", "t", "", metadata={"suite": "GorillaFileSystem"})) == "suite:GorillaFileSystem"
-    assert group_key(Candidate("mcp__gh__create_issue")) == "ns:gh"
-    assert group_key(Candidate("gh__create_issue")) == "ns:gh"
-    assert group_key(Candidate("Hotels.SearchHotel")) == "dot:Hotels"
-    assert group_key(Candidate("get_weather")) is None
-    assert group_key(Candidate("t", "t", "", metadata={"server": "  "})) is None
+    assert candidate_group(Candidate("t", "t", "", metadata={"server": "github"})) == "server:github"
+    assert (
+        candidate_group(Candidate("t", "t", "", metadata={"suite": "GorillaFileSystem"})) == "suite:GorillaFileSystem"
+    )
+    assert candidate_group(Candidate("mcp__gh__create_issue")) == "ns:gh"
+    assert candidate_group(Candidate("gh__create_issue")) == "ns:gh"
+    assert candidate_group(Candidate("Hotels.SearchHotel")) == "dot:Hotels"
+    assert candidate_group(Candidate("get_weather")) is None
+    assert candidate_group(Candidate("t", "t", "", metadata={"server": "  "})) is None
     # shortlist's adapters set ``namespace`` to a kind ("mcp", "skill"), not a server
-    assert group_key(Candidate("t", "t", "", metadata={"namespace": "mcp"})) is None
-    assert group_key(Candidate("t", "t", "", metadata={"server": "gh", "namespace": "mcp"})) == "server:gh"
+    assert candidate_group(Candidate("t", "t", "", metadata={"namespace": "mcp"})) is None
+    assert candidate_group(Candidate("t", "t", "", metadata={"server": "gh", "namespace": "mcp"})) == "server:gh"
 
 
 def test_group_ids_say_nothing_without_shared_servers() -> None:

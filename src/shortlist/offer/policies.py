@@ -26,7 +26,7 @@ from shortlist.events import EventHook, emit
 from shortlist.offer.prices import ROUND_TRIP_TOKENS, Prices, widened
 from shortlist.offer.state import Offer, OfferChanged, OfferState, binding_hooks, repaired
 from shortlist.selection.cousage import CoUsage
-from shortlist.types import Candidate, Query, TurnSelection
+from shortlist.types import Candidate, Query, TurnSelection, candidate_group
 
 if TYPE_CHECKING:
     from shortlist.selection.facade import Shortlist
@@ -105,8 +105,10 @@ class _Turn:
     def first(self) -> bool:
         return self.state.turns == 0
 
-    def select(self) -> TurnSelection:
-        return self.shortlist.select(self.query, self.eligible, k=self.k, hooks=self.hooks)
+    def select(self, depth: int = 0) -> TurnSelection:
+        """The turn's ranking: ``k`` deep, or ``depth`` when that is deeper (prefetch looks further)."""
+        k = max(self.k or 0, depth) if depth else self.k
+        return self.shortlist.select(self.query, self.eligible, k=k, hooks=self.hooks)
 
     def narrowed(self) -> tuple[TurnSelection, tuple[str, ...], str]:
         """Narrow this turn: the selection, its block and the reason (``first_turn`` on turn one)."""
@@ -129,6 +131,9 @@ class _Options:
     co_usage: CoUsage | None
     horizon: int
     hot: int
+    prefetch_max: int
+    prefetch_flat: float
+    suite_boost: float
 
 
 #: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked)
@@ -169,16 +174,47 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
         block, reason = t.kept()
     prefetched: tuple[str, ...] = ()
     if o.prefetch > 0:
-        turn = selection = selection or t.select()
+        deep = o.suite_boost > 0 or o.prefetch_max > o.prefetch
+        turn = selection = selection or t.select(_DEPTH if deep else 0)
         if turn.narrowed and _informative(turn):
             available = set(t.state.available) | set(block)
-            prefetched = tuple(i for i in turn.ranked[: o.prefetch] if i not in available)
+            ranked = _likely(turn, t, o) if deep else list(turn.ranked[: o.prefetch])
+            prefetched = tuple(i for i in ranked if i not in available)
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
-                likely = list(turn.ranked[: o.prefetch])
                 exclude = available | set(prefetched)
-                companions = o.co_usage.companions(likely, exclude=exclude)
+                companions = o.co_usage.companions(ranked, exclude=exclude)
                 prefetched += tuple(i for i in companions if i in t.eligible_ids)
     return block, reason, selection, prefetched
+
+
+#: How deep the ranking is read when the servers in use or a flat top may reorder or widen the
+#: prefetch.
+_DEPTH = 20
+
+
+def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
+    """The turn's likely tools, ``prefetch`` of them, more while the top is flat.
+
+    The conversation's own evidence weighs in: a tool of a server (suite, MCP server, namespace)
+    whose tools the conversation already called gains ``suite_boost`` on its score, so a plain
+    ``cd`` of the file system in use outranks a verbose tool of a server never touched. Then the
+    top ``prefetch`` are loaded, and up to ``prefetch_max`` while a tool scores within
+    ``prefetch_flat`` of the first: a flat top means the ranking cannot tell, and recall is cheaper
+    than a search round trip.
+    """
+    by_id = {c.id: c for c in t.eligible}
+    scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
+    if o.suite_boost > 0 and t.state.called:
+        used = {candidate_group(by_id[i]) for i in t.state.called if i in by_id} - {None}
+        for i in scores:
+            if candidate_group(by_id[i]) in used:
+                scores[i] += o.suite_boost
+    order = sorted(turn.ranked, key=lambda i: -scores[i])  # stable: ties keep the ranking's order
+    n = min(o.prefetch, len(order))
+    top = scores[order[0]] if order else 0.0
+    while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
+        n += 1
+    return order[:n]
 
 
 _POLICIES: dict[str, Callable[[_Turn, _Options], _Decision]] = {
@@ -202,6 +238,9 @@ def decide_offer(
     co_usage: CoUsage | None = None,
     horizon: int = 5,
     hot: int = 0,
+    prefetch_max: int | None = None,
+    prefetch_flat: float = 0.0,
+    suite_boost: float = 0.0,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -225,6 +264,13 @@ def decide_offer(
             when the prefix re-writes that narrowing is expected to force over that many calls
             (:data:`~shortlist.offer.prices.MISS_RATE` of them) cost more than carrying the whole
             catalog, ``stable`` offers the whole catalog instead of narrowing.
+        prefetch_max: ``deferred``: the most tools prefetched when the top of the ranking is
+            flat (None: ``prefetch``, never more).
+        prefetch_flat: ``deferred``: how close to the first tool's score a tool must be to be
+            prefetched beyond ``prefetch`` (up to ``prefetch_max``).
+        suite_boost: ``deferred``: added to the score of a tool whose server or suite
+            (:func:`~shortlist.types.candidate_group`) the conversation already called, before
+            the prefetch is chosen (0: the ranking's order).
         hooks: extra event hooks for this call.
     """
     policy = check_policy(policy)
@@ -240,8 +286,17 @@ def decide_offer(
         k=k,
         hooks=hooks,
     )
+    prefetch = prefetch if policy == "deferred" else 0
     options = _Options(
-        prefix_tokens, prices or Prices(), prefetch if policy == "deferred" else 0, co_usage, horizon, hot
+        prefix_tokens,
+        prices or Prices(),
+        prefetch,
+        co_usage,
+        horizon,
+        hot,
+        max(prefetch, prefetch_max or 0),
+        prefetch_flat,
+        suite_boost,
     )
     block, reason, selection, prefetched = _POLICIES[policy](turn, options)
     state = turn.state

@@ -59,6 +59,9 @@ class ToolSession:
         horizon: int = 5,
         hot: int = 0,
         state: OfferState | None = None,
+        prefetch_max: int | None = None,
+        prefetch_flat: float = 0.0,
+        suite_boost: float = 0.0,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -80,6 +83,11 @@ class ToolSession:
         self.search_k = search_k
         self.prices = prices or Prices()
         self.state = state or OfferState()
+        if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0:
+            raise ConfigError("prefetch_max, prefetch_flat and suite_boost must be non-negative")
+        self.prefetch_max = prefetch_max
+        self.prefetch_flat = prefetch_flat
+        self.suite_boost = suite_boost
 
     def offer(
         self,
@@ -103,6 +111,9 @@ class ToolSession:
             co_usage=self.co_usage,
             horizon=self.horizon,
             hot=self.hot,
+            prefetch_max=self.prefetch_max,
+            prefetch_flat=self.prefetch_flat,
+            suite_boost=self.suite_boost,
             hooks=hooks,
         )
         self.state = offer.state

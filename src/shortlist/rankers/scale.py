@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from shortlist.events import Event
 from shortlist.text import analyser, stopword_list
-from shortlist.types import Candidate
+from shortlist.types import Candidate, candidate_group
 
 __all__ = [
     "CUES_AFTER",
@@ -65,7 +65,6 @@ __all__ = [
     "demote_duplicates",
     "group_centroids",
     "group_ids",
-    "group_key",
     "local_name",
     "name_words",
     "named_tools",
@@ -81,7 +80,6 @@ CUES_BEFORE = frozenset({"use", "call", "calling", "run", "running", "invoke", "
 CUES_AFTER = frozenset(
     {"tool", "tools", "command", "commands", "function", "api", "plugin", "endpoint", "action", "method"}
 )
-_METADATA_KEYS = ("server", "suite", "mcp_server")
 _WORDS = analyser("tools").words
 _VERSION = re.compile(r"^v?\d+$")
 _STOP = stopword_list("en_plus")
@@ -128,39 +126,13 @@ def local_name(identifier: str) -> str:
     return identifier
 
 
-def group_key(c: Candidate) -> str | None:
-    """The server, suite or namespace ``c`` belongs to, or None.
-
-    ``metadata`` ``server``, ``suite`` or ``mcp_server`` (a non-empty string) first;
-    else an ``mcp__server__tool`` or ``server__tool`` prefix of the id or name; else the id's or
-    name's dotted prefix (``Hotels.SearchHotel`` -> ``Hotels``).
-    """
-    md = c.metadata
-    if isinstance(md, Mapping):
-        for key in _METADATA_KEYS:
-            value = md.get(key)
-            if isinstance(value, str) and value.strip():
-                return f"{key}:{value.strip()}"
-    for text in (c.id, c.name):
-        parts = [p for p in text.split("__") if p]
-        if len(parts) >= 3 and parts[0] == "mcp":
-            return f"ns:{parts[1]}"
-        if len(parts) >= 2:
-            return f"ns:{parts[0]}"
-    for text in (c.id, c.name):
-        stripped = text.strip(".")
-        if "." in stripped:
-            return f"dot:{stripped.rsplit('.', 1)[0]}"
-    return None
-
-
 def group_ids(candidates: Sequence[Candidate]) -> _IntArray | None:
     """Each candidate's group number (a candidate without a server is its own group), or None when
     no group has two members or every candidate is in one group (servers then say nothing)."""
     numbers: dict[str, int] = {}
     out = np.empty(len(candidates), dtype=np.intp)
     for i, c in enumerate(candidates):
-        key = group_key(c)
+        key = candidate_group(c)
         out[i] = numbers.setdefault(key if key is not None else f"\0{i}", len(numbers))
     n_groups = len(numbers)
     if n_groups <= 1 or n_groups == len(candidates):
