@@ -83,7 +83,7 @@ def test_folder_of_markdown_with_qdrant_local(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{not json", "not valid JSON"), ('{"title": "no id", "text": "x"}', "'id' is required"), ("", "no documents")],
+    [("{not json", "invalid JSON"), ('{"title": "no id", "text": "x"}', "'id' is required"), ("", "no documents")],
 )
 def test_bad_input_is_a_one_line_error(tmp_path: Path, content: str, message: str) -> None:
     bad = tmp_path / "bad.jsonl"

@@ -21,10 +21,11 @@ from shortlist.offer import (
     decide_offer,
 )
 from shortlist.selection import FunctionSelector
+from shortlist.selection.base import Selector
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.facade import Shortlist
 from shortlist.testing import FailingSelector
-from shortlist.types import Candidate, Query
+from shortlist.types import Candidate, Query, Selection
 
 CATALOG = tuple(
     Candidate(i, description=d)
@@ -285,3 +286,50 @@ def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
     assert offer.state.loaded == ("book_flight",)
     repaired = [e for e in events if isinstance(e, OfferStateRepaired)]
     assert repaired and repaired[0].dropped == ("gone", "also_gone")
+
+
+class _Scored(Selector):
+    """Ranks by fixed scores (highest first), as a ranker would."""
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.name = "scored"
+        self.scores = scores
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        ids = sorted((c.id for c in candidates if c.id in self.scores), key=lambda i: -self.scores[i])[: query.k or 10]
+        return Selection(tuple(ids), scores=tuple(self.scores[i] for i in ids))
+
+
+_SUITES = (
+    *(Candidate(f"fs_{n}", description="files", metadata={"suite": "FileSystem"}) for n in ("cd", "ls", "cat")),
+    *(Candidate(f"web_{n}", description="web", metadata={"suite": "Web"}) for n in ("get", "post", "put", "head")),
+)
+
+
+def test_the_servers_a_conversation_called_weigh_in_the_prefetch_and_the_search() -> None:
+    scores = {"web_get": 0.6, "web_post": 0.59, "web_put": 0.58, "web_head": 0.3, "fs_cat": 0.45, "fs_ls": 0.1}
+    sl = Shortlist(_SUITES, selector=_Scored(scores))
+    plain = ToolSession(sl, suite_boost=0, prefetch_max=3)
+    assert plain.offer("show the file").prefetched == ("web_get", "web_post", "web_put")
+    used = ToolSession(sl, prefetch_max=3, state=OfferState(called=("fs_cd",)))  # the default boost
+    assert used.offer("show the file").prefetched[0] == "fs_cat"  # 0.45 + boost beats 0.6
+    found = ToolSession(sl, state=OfferState(turns=1, called=("fs_cd",))).search("list the files", k=1)
+    assert [c.id for c in found] == ["fs_cat"]
+    unboosted = ToolSession(sl, suite_boost=0, state=OfferState(turns=1, called=("fs_cd",)))
+    assert [c.id for c in unboosted.search("list the files", k=1)] == ["web_get"]
+
+
+def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:
+    flat = {"web_get": 0.60, "web_post": 0.59, "web_put": 0.58, "web_head": 0.57, "fs_cat": 0.56, "fs_ls": 0.2}
+    sl = Shortlist(_SUITES, selector=_Scored(flat))
+    assert ToolSession(sl, prefetch_flat=0.05, prefetch_max=6).offer("x").prefetched == (
+        "web_get",
+        "web_post",
+        "web_put",
+        "web_head",
+        "fs_cat",
+    )  # fs_ls is 0.4 below the top: not flat
+    assert len(ToolSession(sl, prefetch_flat=0.05, prefetch_max=4).offer("x").prefetched) == 4
+    assert len(ToolSession(sl, prefetch_flat=0.0, prefetch_max=6).offer("x").prefetched) == 3
+    with pytest.raises(ConfigError):
+        ToolSession(sl, suite_boost=-1)

@@ -43,6 +43,9 @@ request format), ``search`` (the one tool search), ``session`` (:class:`ToolSess
 from shortlist.offer.policies import (
     DEFAULT_POLICY,
     DEFAULT_PREFETCH,
+    DEFAULT_PREFETCH_FLAT,
+    DEFAULT_PREFETCH_MAX,
+    DEFAULT_SUITE_BOOST,
     FORMAT_POLICIES,
     OFFER_POLICIES,
     PREFETCH_QUERY,
@@ -66,6 +69,9 @@ from shortlist.offer.state import Offer, OfferChanged, OfferState, OfferStateRep
 __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_PREFETCH",
+    "DEFAULT_PREFETCH_FLAT",
+    "DEFAULT_PREFETCH_MAX",
+    "DEFAULT_SUITE_BOOST",
     "FORMAT_POLICIES",
     "MISS_RATE",
     "OFFER_POLICIES",

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_PREFETCH",
+    "DEFAULT_PREFETCH_FLAT",
+    "DEFAULT_PREFETCH_MAX",
+    "DEFAULT_SUITE_BOOST",
     "FORMAT_POLICIES",
     "OFFER_POLICIES",
     "PREFETCH_QUERY",
@@ -41,6 +44,7 @@ __all__ = [
     "check_policy",
     "decide_offer",
     "default_policy",
+    "suite_reranked",
 ]
 
 OfferPolicy = Literal["per_turn", "stable", "deferred"]
@@ -55,6 +59,14 @@ DEFAULT_POLICY: OfferPolicy = "deferred"
 FORMAT_POLICIES: Mapping[str, OfferPolicy] = {"anthropic": "deferred", "openai": "stable"}
 #: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
 DEFAULT_PREFETCH = 3
+#: ``deferred``: the most tools prefetched when the top of the ranking is flat, and how close to
+#: the first tool's score "flat" is. Measured on the development large catalog (1,004 tools) and
+#: the 128-tool set (docs/evaluation.md, "At scale"): both complete more turns for less.
+DEFAULT_PREFETCH_MAX = 6
+DEFAULT_PREFETCH_FLAT = 0.05
+#: What a tool of a server or suite the conversation already called gains on its score before the
+#: prefetch and a search's results are chosen (in the default hybrid's score units).
+DEFAULT_SUITE_BOOST = 0.3
 #: The query of the synthetic ``find_tools`` call that carries a turn's prefetched tools (a
 #: label for the model: the user's message is right above it, so it is not repeated).
 PREFETCH_QUERY = "tools for the request above"
@@ -175,7 +187,7 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
     prefetched: tuple[str, ...] = ()
     if o.prefetch > 0:
         deep = o.suite_boost > 0 or o.prefetch_max > o.prefetch
-        turn = selection = selection or t.select(_DEPTH if deep else 0)
+        turn = selection = selection or t.select(RERANK_DEPTH if deep else 0)
         if turn.narrowed and _informative(turn):
             available = set(t.state.available) | set(block)
             ranked = _likely(turn, t, o) if deep else list(turn.ranked[: o.prefetch])
@@ -187,9 +199,26 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
     return block, reason, selection, prefetched
 
 
+def suite_reranked(
+    turn: TurnSelection, candidates: Sequence[Candidate], used: Sequence[str], boost: float
+) -> tuple[list[str], dict[str, float]]:
+    """``turn``'s ranking with ``boost`` added to the tools of a server or suite among ``used``'s.
+
+    Returns the new order (ties keep the ranking's order) and the boosted scores.
+    """
+    scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
+    if boost > 0 and used:
+        by_id = {c.id: c for c in candidates}
+        groups = {candidate_group(by_id[i]) for i in used if i in by_id} - {None}
+        for i in scores:
+            if candidate_group(by_id[i]) in groups:
+                scores[i] += boost
+    return sorted(turn.ranked, key=lambda i: -scores[i]), scores
+
+
 #: How deep the ranking is read when the servers in use or a flat top may reorder or widen the
 #: prefetch.
-_DEPTH = 20
+RERANK_DEPTH = 20
 
 
 def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
@@ -202,14 +231,7 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     ``prefetch_flat`` of the first: a flat top means the ranking cannot tell, and recall is cheaper
     than a search round trip.
     """
-    by_id = {c.id: c for c in t.eligible}
-    scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
-    if o.suite_boost > 0 and t.state.called:
-        used = {candidate_group(by_id[i]) for i in t.state.called if i in by_id} - {None}
-        for i in scores:
-            if candidate_group(by_id[i]) in used:
-                scores[i] += o.suite_boost
-    order = sorted(turn.ranked, key=lambda i: -scores[i])  # stable: ties keep the ranking's order
+    order, scores = suite_reranked(turn, t.eligible, t.state.called, o.suite_boost)
     n = min(o.prefetch, len(order))
     top = scores[order[0]] if order else 0.0
     while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
@@ -238,9 +260,9 @@ def decide_offer(
     co_usage: CoUsage | None = None,
     horizon: int = 5,
     hot: int = 0,
-    prefetch_max: int | None = None,
-    prefetch_flat: float = 0.0,
-    suite_boost: float = 0.0,
+    prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
+    prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
+    suite_boost: float = DEFAULT_SUITE_BOOST,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -270,7 +292,8 @@ def decide_offer(
             prefetched beyond ``prefetch`` (up to ``prefetch_max``).
         suite_boost: ``deferred``: added to the score of a tool whose server or suite
             (:func:`~shortlist.types.candidate_group`) the conversation already called, before
-            the prefetch is chosen (0: the ranking's order).
+            the prefetch is chosen (0: the ranking's order; scores are in the selector's units,
+            the default is measured on the default hybrid).
         hooks: extra event hooks for this call.
     """
     policy = check_policy(policy)

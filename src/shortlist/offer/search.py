@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, EventHook, emit
-from shortlist.offer.policies import OfferPolicy, check_policy
+from shortlist.offer.policies import DEFAULT_SUITE_BOOST, RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
 from shortlist.offer.prices import Prices, widened
 from shortlist.offer.state import OfferChanged, OfferState, binding_hooks, repaired
 from shortlist.selection.cousage import CoUsage
@@ -93,6 +93,7 @@ def search_tools(
     prefix_tokens: int = 0,
     prices: Prices | None = None,
     horizon: int = 5,
+    suite_boost: float = DEFAULT_SUITE_BOOST,
     hooks: Sequence[EventHook] = (),
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
@@ -101,7 +102,9 @@ def search_tools(
     under ``stable`` and ``per_turn`` they join the tools block of the next request (a change
     that re-writes ``prefix_tokens``; when carrying the whole catalog for ``horizon`` calls
     costs less than the changes still expected, the whole catalog joins instead). With
-    ``co_usage``, the tools usually called with the found ones come along.
+    ``co_usage``, the tools usually called with the found ones come along. ``suite_boost``: the
+    tools of the servers or suites the conversation called or loaded gain it before the top ``k``
+    are taken (the ranking is read deeper for it).
     """
     policy = check_policy(policy)
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
@@ -111,9 +114,15 @@ def search_tools(
     if not pool or not query.strip() or k <= 0:
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)
-    turn = shortlist.select(Query(query, "tool", k), pool, k=k, hooks=hooks)
+    depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
+    turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
     fallback, selector = turn.fallback, turn.selector
-    if turn.narrowed:
+    if turn.narrowed and suite_boost > 0:
+        order, scores = suite_reranked(turn, pool, (*state.called, *state.available), suite_boost)
+        pool_by_id = {c.id: c for c in pool}
+        pinned = [c for c in turn.surfaced if c.id not in scores]
+        found = (*(pool_by_id[i] for i in order), *pinned)[:k]  # pins after the ranking, as narrowing puts them
+    elif turn.narrowed:
         found = turn.surfaced[:k]
         scores = turn.scores
     else:  # never flood the history with the whole catalog: a cheap lexical ranking instead

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from shortlist.errors import ConfigError
 from shortlist.events import EventHook
-from shortlist.offer.policies import DEFAULT_POLICY, DEFAULT_PREFETCH, OfferPolicy, check_policy, decide_offer
+from shortlist.offer.policies import (
+    DEFAULT_POLICY,
+    DEFAULT_PREFETCH,
+    DEFAULT_PREFETCH_FLAT,
+    DEFAULT_PREFETCH_MAX,
+    DEFAULT_SUITE_BOOST,
+    OfferPolicy,
+    check_policy,
+    decide_offer,
+)
 from shortlist.offer.prices import Prices
 from shortlist.offer.search import search_tools
 from shortlist.offer.state import Offer, OfferState
@@ -59,9 +68,9 @@ class ToolSession:
         horizon: int = 5,
         hot: int = 0,
         state: OfferState | None = None,
-        prefetch_max: int | None = None,
-        prefetch_flat: float = 0.0,
-        suite_boost: float = 0.0,
+        prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
+        prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
+        suite_boost: float = DEFAULT_SUITE_BOOST,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -143,6 +152,7 @@ class ToolSession:
             prefix_tokens=prefix_tokens,
             prices=self.prices,
             horizon=self.horizon,
+            suite_boost=self.suite_boost,
             hooks=hooks,
         )
         self.state = result.state

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from shortlist._records import records
 from shortlist.errors import CatalogError
 from shortlist.retrieval.document import Document
 
@@ -17,19 +17,7 @@ TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 
 def _from_jsonl(path: Path) -> list[Document]:
     docs: list[Document] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CatalogError(f"{path}: cannot read documents: {exc}") from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CatalogError(f"{path}:{number}: not valid JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise CatalogError(f"{path}:{number}: each line must be a JSON object")
+    for number, row in records(path):  # the one JSONL reader: a bad line is a CatalogError naming it
         doc_id, text = row.get("id"), row.get("text")
         if not isinstance(doc_id, str | int) or str(doc_id).strip() == "":
             raise CatalogError(f"{path}:{number}: 'id' is required (a non-empty string)")
