@@ -23,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from shortlist.offer import DEFAULT_PREFETCH, OfferState, decide_offer, default_policy, search_tools
 from shortlist.selection.query import last_user_text
-from shortlist.server.auth import require_key
+from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import JsonInt, _integral, state_of
@@ -201,7 +201,7 @@ def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
 
 
 @router.post("/v1/offer", response_model=OfferResponse, summary="Decide a conversation's tool offer for one turn")
-async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
+async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONResponse:
     """Decide this turn's tools block (and what stays deferred) from the previous turn's ``state``."""
     service = state_of(request)
     if (body.messages is None) == (body.query is None):
@@ -228,7 +228,7 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
         text = query if isinstance(query, str) else last_user_text(query)
-        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block)
+        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block, key=key)
     return FastJSONResponse(decided.to_dict())
 
 

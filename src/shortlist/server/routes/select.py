@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from shortlist.selection.facade import Shortlist
-from shortlist.server.auth import require_key
+from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
 from shortlist.server.routes import JsonInt, state_of
@@ -140,11 +140,11 @@ def binding(state: ServiceState, selector: str | None) -> Shortlist:
 
 
 @router.post("/v1/select", response_model=SelectResponse, summary="Select the tools or skills for one turn")
-async def select(body: SelectRequest, request: Request) -> FastJSONResponse:
+async def select(body: SelectRequest, request: Request, key: ApiKey) -> FastJSONResponse:
     """Narrow the candidates for ``query``; the answer says what surfaces, the scores and any fallback."""
     state = state_of(request)
     candidates = resolve_candidates(state, body.catalog, body.candidates)
     turn = await binding(state, body.selector).aselect(body.query, candidates, kind=body.kind, k=body.k)
     state.metrics.observe_selection(body.kind, turn.selector, turn.fallback)
-    state.decisions.record("/v1/select", body.query, candidates, turn, kind=body.kind)
+    state.decisions.record("/v1/select", body.query, candidates, turn, kind=body.kind, key=key)
     return FastJSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation
