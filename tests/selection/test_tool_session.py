@@ -12,6 +12,7 @@ import pytest
 from shortlist.errors import ConfigError
 from shortlist.events import Event
 from shortlist.offer import (
+    MAX_STATE_COUNT,
     SEARCH_TOOL_NAME,
     OfferChanged,
     OfferState,
@@ -285,3 +286,23 @@ def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
     assert offer.state.loaded == ("book_flight",)
     repaired = [e for e in events if isinstance(e, OfferStateRepaired)]
     assert repaired and repaired[0].dropped == ("gone", "also_gone")
+
+
+def test_a_state_read_back_has_no_repeated_ids() -> None:
+    state = OfferState.from_dict(
+        {"block": ["get_weather"] * 5000, "loaded": ["send_email", "book_flight", "send_email"], "called": ["a", "a"]}
+    )
+    assert state.block == ("get_weather",) and state.loaded == ("send_email", "book_flight")
+    assert state.called == ("a",)
+    offer = decide_offer(shortlist(), state, "weather", policy="stable", k=1)
+    assert offer.state.to_dict()["block"].count("get_weather") == 1
+
+
+@pytest.mark.parametrize("policy", ["per_turn", "stable", "deferred"])
+def test_counters_stay_within_the_accepted_maximum(policy: str) -> None:
+    top = OfferState(block=("get_weather",), turns=MAX_STATE_COUNT, changes=MAX_STATE_COUNT)
+    offer = decide_offer(shortlist(), top, "book a flight", policy=policy, k=1)  # type: ignore[arg-type]
+    assert offer.state.turns == MAX_STATE_COUNT and offer.state.changes == MAX_STATE_COUNT
+    assert OfferState.from_dict(offer.state.to_dict()) == offer.state
+    with pytest.raises(ConfigError, match="at most"):
+        OfferState.from_dict({"turns": MAX_STATE_COUNT + 1})

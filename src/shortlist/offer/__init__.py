@@ -61,12 +61,13 @@ from shortlist.offer.search import (
     search_tools,
 )
 from shortlist.offer.session import ToolSession
-from shortlist.offer.state import Offer, OfferChanged, OfferState, OfferStateRepaired
+from shortlist.offer.state import MAX_STATE_COUNT, Offer, OfferChanged, OfferState, OfferStateRepaired
 
 __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_PREFETCH",
     "FORMAT_POLICIES",
+    "MAX_STATE_COUNT",
     "MISS_RATE",
     "OFFER_POLICIES",
     "PREFETCH_QUERY",
