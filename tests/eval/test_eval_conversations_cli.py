@@ -75,3 +75,11 @@ def test_bad_flags_are_one_line_errors() -> None:
         out = cli("--dataset", str(CONV), *args, "--no-progress")
         assert out.returncode == 2 and message in out.stderr, out.stderr
         assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("flag", ["--cache-write", "--cache-read"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])
+def test_a_price_multiplier_that_is_not_a_finite_number_is_refused(flag: str, value: str) -> None:
+    out = cli("--dataset", str(CONV), "--selector", "bm25", f"{flag}={value}", "--json", "--no-progress")
+    assert out.returncode == 2, out.stdout[:200]
+    assert out.stdout == "" and out.stderr.startswith(f"shortlist: error: {flag} ") and out.stderr.count("\n") == 1

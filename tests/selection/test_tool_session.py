@@ -306,3 +306,11 @@ def test_counters_stay_within_the_accepted_maximum(policy: str) -> None:
     assert OfferState.from_dict(offer.state.to_dict()) == offer.state
     with pytest.raises(ConfigError, match="at most"):
         OfferState.from_dict({"turns": MAX_STATE_COUNT + 1})
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -0.5])
+def test_prices_are_finite_and_non_negative(bad: float) -> None:
+    with pytest.raises(ConfigError, match="finite"):
+        Prices(cache_write=bad)
+    with pytest.raises(ConfigError, match="finite"):
+        Prices(cache_read=bad)

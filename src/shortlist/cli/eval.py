@@ -387,6 +387,8 @@ def _int_list(raw: str, flag: str) -> list[int]:
 
 
 def _run_conversations(args: argparse.Namespace, names: list[str], options: dict[str, Any], progress: _Progress) -> int:
+    import math
+
     from shortlist.errors import ConfigError
     from shortlist.eval.conversations import CostModel, run_conversation_eval
     from shortlist.eval.datasets import load_tools
@@ -401,6 +403,9 @@ def _run_conversations(args: argparse.Namespace, names: list[str], options: dict
         raise ConfigError("--train, --curve and --misses are for tool-retrieval datasets (queries.jsonl)")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
+    for flag, price in (("--cache-write", args.cache_write), ("--cache-read", args.cache_read)):
+        if not math.isfinite(price) or price < 0:
+            raise ConfigError(f"{flag} must be a finite number >= 0, not {price}")
     model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
     selector = create_builtin_selector(names[0], **_with_embedder(names[0], options, args))
     shortlist = Shortlist(load_tools(Path(args.dataset) / "tools.jsonl"), selector=selector)
