@@ -28,7 +28,7 @@ from shortlist.selection.query import last_user_text
 from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import JsonInt, _integral, state_of
+from shortlist.server.routes import MAX_TEXT_CHARS, JsonInt, _integral, state_of
 from shortlist.server.routes.reduce import ChatMessage
 from shortlist.server.routes.select import MAX_CANDIDATES, CandidateIn, SelectResponse, binding, resolve_candidates
 from shortlist.types import Candidate
@@ -45,8 +45,9 @@ __all__ = [
 
 router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
 
-#: The most characters of a query text (a turn's latest message is what is ranked).
-MAX_QUERY_CHARS = 100_000
+#: The most characters of a query text (a turn's latest message is what is ranked; one message's
+#: text has the same cap).
+MAX_QUERY_CHARS = MAX_TEXT_CHARS
 #: The most messages of a conversation in one request.
 MAX_MESSAGES = 10_000
 #: The most tools one search returns.

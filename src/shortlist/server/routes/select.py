@@ -12,7 +12,7 @@ from shortlist.selection.facade import Shortlist
 from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import JsonInt, state_of
+from shortlist.server.routes import MAX_TEXT_CHARS, JsonInt, state_of
 from shortlist.server.state import ServiceState
 from shortlist.types import Candidate
 
@@ -59,7 +59,9 @@ class SelectRequest(BaseModel):
         },
     )
 
-    query: str = Field(description="The latest user turn's text (empty: every eligible item surfaces).")
+    query: str = Field(
+        max_length=MAX_TEXT_CHARS, description="The latest user turn's text (empty: every eligible item surfaces)."
+    )
     kind: str = Field(default="tool", min_length=1, description='"tool" or "skill" (open to more kinds).')
     k: JsonInt = Field(
         default=5, ge=0, le=10_000, description="Most items surfaced besides pins (0: selector default)."
