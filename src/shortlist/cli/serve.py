@@ -302,4 +302,8 @@ def _check_start_up(settings: Any) -> None:
     """Fail fast (exit 2 via ConfigError/CatalogError) on a bad config, catalog or store, before forking."""
     from shortlist.server.state import ServiceState
 
-    ServiceState(settings).close()
+    state = ServiceState(settings)
+    try:
+        state.shortlist.check_selectors()  # an unknown --selector name: one line here, not a worker's traceback
+    finally:
+        state.close()
