@@ -85,6 +85,8 @@ def test_a_bound_selector_that_cannot_be_built_stops_start_up(tmp_path: Path) ->
         (("--selector", "bm52"), "no selector named 'bm52'; did you mean 'bm25'?"),
         (("--catalog", "x=/nonexistent/tools.json"), "/nonexistent/tools.json"),
         (("--memory", "nosuch://x"), "nosuch"),
+        # found only when the selector is built (the embedder of its provider): a worker's start-up
+        (("--config", "{config}"), "embedding_providers[e]: type 'default' is an embedded model"),
     ],
 )
 def test_a_start_up_configuration_error_is_one_line_and_exit_2(
@@ -95,6 +97,14 @@ def test_a_start_up_configuration_error_is_one_line_and_exit_2(
 
     from loopback import free_port
 
+    config = tmp_path / "runtime.yaml"
+    spec = {
+        "embedding_providers": [{"id": "e", "type": "default", "model": "no-such-model"}],
+        "selectors": {"tools": {"type": "embedding"}},
+        "tool_selector": "tools",
+    }
+    config.write_text(json.dumps({"spec": spec}))
+    args = tuple(a.replace("{config}", str(config)) for a in args)
     proc = subprocess.run(
         [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(free_port()), "--no-progress", *args],
         capture_output=True,

@@ -235,22 +235,25 @@ def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, star
     from shortlist.server.settings import ENV_INSTANCE, ENV_SETTINGS
 
     port = int(sock.getsockname()[1])
-
+    instance = secrets.token_hex(16)
+    os.environ[ENV_INSTANCE] = instance  # every worker's /readyz names it (set before any is built)
     _say(f"starting on http://{_url_host(args.host)}:{port} ({args.workers} worker(s)); loading catalogs and models")
+    app: Any = _APP
     with progress_line(args):
-        _check_start_up(settings)
+        if args.workers > 1:
+            _check_start_up(settings)
+        else:  # the one worker is this process: start it here, so any start-up error is one line
+            app = _started_app(settings)
     if args.workers > 1 and settings.memory_url.startswith("memory:"):
         logger.warning("memory: is per process; with %d workers each has its own memories", args.workers)
-    instance = secrets.token_hex(16)
-    os.environ[ENV_INSTANCE] = instance  # every worker's /readyz names it
     os.environ[ENV_SETTINGS] = settings.to_env()
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shortlist-metrics-")
     if args.access_log:
         logging.getLogger("shortlist.server.access").setLevel(logging.INFO)
     config = ServiceConfig(
-        _APP,
-        factory=True,
+        app,
+        factory=app is _APP,
         host=args.host,
         port=port,
         workers=args.workers,
@@ -316,6 +319,26 @@ def _announce_ready(host: str, port: int, started: float, instance: str, *, poll
     thread = threading.Thread(target=wait, name="shortlist-serve-ready", daemon=True)
     thread.start()
     return thread
+
+
+def _started_app(settings: Any) -> Any:
+    """The app of a single-worker service, its state built, checked and started (selectors built
+    and warmed, models loaded) in this process before uvicorn runs it.
+
+    Raises:
+        ShortlistError: any start-up error (bad config, catalog, store, selector).
+    """
+    from shortlist.server.app import create_app
+    from shortlist.server.state import ServiceState
+
+    state = ServiceState(settings)
+    try:
+        state.shortlist.check_selectors()
+        state.start()
+    except BaseException:
+        state.close()
+        raise
+    return create_app(settings, service=state)
 
 
 def _check_start_up(settings: Any) -> None:
