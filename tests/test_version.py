@@ -11,6 +11,8 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 import shortlist
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,3 +37,12 @@ def test_every_deployment_image_tag_is_the_version() -> None:
         tags = re.findall(r"\bshortlist:(\d[\w.+-]*)", (ROOT / name).read_text(encoding="utf-8"))
         assert tags, f"{name}: no shortlist image tag"
         assert set(tags) == {shortlist.__version__}, name
+
+
+def test_the_cli_prints_its_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from shortlist.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"shortlist {shortlist.__version__}\n"

@@ -122,3 +122,11 @@ def test_add_tools_on_a_tool_retrieval_dataset() -> None:
     assert report["added_tools"][0]["added"] > 0
     bad = cli("--dataset", str(ds), "--selector", "bm25", "--miss-rate", "0.3", "--no-progress")
     assert bad.returncode == 2 and "for conversation datasets" in bad.stderr
+
+
+@pytest.mark.parametrize("flag", ["--cache-write", "--cache-read"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])
+def test_a_price_multiplier_that_is_not_a_finite_number_is_refused(flag: str, value: str) -> None:
+    out = cli("--dataset", str(CONV), "--selector", "bm25", f"{flag}={value}", "--json", "--no-progress")
+    assert out.returncode == 2, out.stdout[:200]
+    assert out.stdout == "" and out.stderr.startswith(f"shortlist: error: {flag} ") and out.stderr.count("\n") == 1

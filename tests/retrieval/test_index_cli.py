@@ -108,3 +108,18 @@ def test_build_draws_its_progress_on_a_terminal(tmp_path: Path, docs_jsonl: Path
     proc, drawn = run_on_terminal([*args, "--path", str(tmp_path / "idx")], env=cold, timeout=120)
     assert proc.returncode == 0
     assert "indexing" in drawn.decode(errors="replace")
+
+
+@pytest.mark.parametrize("corpus", ["a%00b", "Bad-Name", "x" * 41])
+def test_a_bad_postgres_corpus_name_is_refused_before_any_query(
+    pg_dsn: str, docs_jsonl: Path, tmp_path: Path, corpus: str
+) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # a database that has corpora: describe() queries
+        conn.execute("CREATE TABLE shortlist_index_corpora (corpus TEXT PRIMARY KEY)")
+    url = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}corpus={corpus}"
+    proc = _cli("index", "build", "--docs", str(docs_jsonl), "--backend", "postgres", "--url", url, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("shortlist: error: corpus name") and proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "DataError" not in proc.stderr

@@ -12,6 +12,7 @@ import pytest
 from shortlist.errors import ConfigError
 from shortlist.events import Event
 from shortlist.offer import (
+    MAX_STATE_COUNT,
     SEARCH_TOOL_NAME,
     OfferChanged,
     OfferState,
@@ -333,3 +334,31 @@ def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:
     assert len(ToolSession(sl, prefetch_flat=0.0, prefetch_max=6).offer("x").prefetched) == 3
     with pytest.raises(ConfigError):
         ToolSession(sl, suite_boost=-1)
+
+
+def test_a_state_read_back_has_no_repeated_ids() -> None:
+    state = OfferState.from_dict(
+        {"block": ["get_weather"] * 5000, "loaded": ["send_email", "book_flight", "send_email"], "called": ["a", "a"]}
+    )
+    assert state.block == ("get_weather",) and state.loaded == ("send_email", "book_flight")
+    assert state.called == ("a",)
+    offer = decide_offer(shortlist(), state, "weather", policy="stable", k=1)
+    assert offer.state.to_dict()["block"].count("get_weather") == 1
+
+
+@pytest.mark.parametrize("policy", ["per_turn", "stable", "deferred"])
+def test_counters_stay_within_the_accepted_maximum(policy: str) -> None:
+    top = OfferState(block=("get_weather",), turns=MAX_STATE_COUNT, changes=MAX_STATE_COUNT)
+    offer = decide_offer(shortlist(), top, "book a flight", policy=policy, k=1)  # type: ignore[arg-type]
+    assert offer.state.turns == MAX_STATE_COUNT and offer.state.changes == MAX_STATE_COUNT
+    assert OfferState.from_dict(offer.state.to_dict()) == offer.state
+    with pytest.raises(ConfigError, match="at most"):
+        OfferState.from_dict({"turns": MAX_STATE_COUNT + 1})
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -0.5])
+def test_prices_are_finite_and_non_negative(bad: float) -> None:
+    with pytest.raises(ConfigError, match="finite"):
+        Prices(cache_write=bad)
+    with pytest.raises(ConfigError, match="finite"):
+        Prices(cache_read=bad)

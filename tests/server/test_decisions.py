@@ -101,3 +101,46 @@ def test_select_and_offer_are_recorded_and_the_page_needs_the_key(tmp_path: Path
         assert anonymous.get("/decisions", headers={"Authorization": f"Basic {wrong}"}).status_code == 401
         assert client.get("/decisions?refresh=1").status_code == 422
         assert '<meta http-equiv="refresh" content="5">' in client.get("/decisions?refresh=5").text
+
+
+def test_a_scoped_key_sees_only_its_own_decisions() -> None:
+    log = DecisionLog()
+    alice = KeyPolicy(label="alice", scopes=({"user_id": "alice"},))
+    bob = KeyPolicy(label="bob", scopes=({"user_id": "bob"},))
+    admin = KeyPolicy(label="admin")
+    log.record("/v1/select", "alice's secret", CANDS, _turn(("a",)), key=alice)
+    log.record("/v1/select", "bob's secret", CANDS, _turn(("a",)), key=bob)
+    log.record("/v1/select", "admin query", CANDS, _turn(("a",)), key=admin)
+    assert [d.query for d in log.recent(alice)] == ["alice's secret"]
+    assert [d.query for d in log.recent(bob)] == ["bob's secret"]
+    assert [d.query for d in log.recent(admin)] == ["admin query", "bob's secret", "alice's secret"]
+    assert log.visible_total(alice) == 1 and log.visible_total(admin) == 3
+
+
+@pytest.mark.slow
+def test_the_routes_show_a_scoped_key_only_its_own_queries() -> None:
+    settings = ServerSettings(
+        catalogs={"example": str(EXAMPLE_CATALOG)},
+        selector="bm25",
+        api_keys={
+            hash_key("k-alice"): KeyPolicy(label="alice", scopes=({"user_id": "alice"},)),
+            hash_key("k-bob"): KeyPolicy(label="bob", scopes=({"user_id": "bob"},)),
+            hash_key("k-admin"): KeyPolicy(label="admin"),
+        },
+    )
+    with (
+        serve(settings) as srv,
+        srv.client("k-alice") as alice,
+        srv.client("k-bob") as bob,
+        srv.client("k-admin") as admin,
+    ):
+        assert alice.post("/v1/select", json={"query": "alice weather", "catalog": "example"}).status_code == 200
+        r = bob.post("/v1/offer", json={"query": "bob flight", "catalog": "example", "policy": "per_turn"})
+        assert r.status_code == 200, r.text
+        body = alice.get("/v1/decisions").json()
+        assert [d["query"] for d in body["decisions"]] == ["alice weather"] and body["total"] == 1
+        assert [d["query"] for d in bob.get("/v1/decisions").json()["decisions"]] == ["bob flight"]
+        page = alice.get("/decisions").text
+        assert "alice weather" in page and "bob flight" not in page
+        queries = [d["query"] for d in admin.get("/v1/decisions").json()["decisions"]]
+        assert queries == ["bob flight", "alice weather"]

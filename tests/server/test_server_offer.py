@@ -283,3 +283,36 @@ def test_one_default_policy_per_format_as_the_runtime_decides(server_factory: An
             assert conversation.session.policy == default_policy(fmt)
         finally:
             conversation.close()
+
+
+def test_a_repeated_id_in_the_state_is_read_once(server_factory: Any) -> None:
+    state = {"block": ["send_email"] * 5000, "loaded": ["get_weather_forecast"] * 3, "called": ["x"] * 5}
+    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+        for policy in ("per_turn", "stable", "deferred"):
+            r = c.post("/v1/offer", json={"catalog": "example", "query": "email", "state": state, "policy": policy})
+            assert r.status_code == 200, r.text
+            out = r.json()["state"]
+            for field in ("block", "loaded", "called"):
+                assert len(out[field]) == len(set(out[field])), (policy, field)
+        found = c.post("/v1/offer/search", json={"catalog": "example", "query": "weather", "state": state})
+        assert found.status_code == 200, found.text
+        assert found.json()["state"]["block"].count("send_email") == 1
+
+
+def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(server_factory: Any) -> None:
+    from shortlist.offer import MAX_STATE_COUNT
+
+    state: dict[str, Any] = {"turns": MAX_STATE_COUNT, "changes": MAX_STATE_COUNT, "block": ["send_email"]}
+    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+        for policy in ("per_turn", "stable", "deferred"):
+            r = c.post("/v1/offer", json={"catalog": "example", "query": "weather", "state": state, "policy": policy})
+            assert r.status_code == 200, r.text
+            answer = r.json()["state"]
+            assert answer["turns"] == MAX_STATE_COUNT and answer["changes"] == MAX_STATE_COUNT
+            again = c.post("/v1/offer", json={"catalog": "example", "query": "flight", "state": answer})
+            assert again.status_code == 200, again.text
+            found = c.post("/v1/offer/search", json={"catalog": "example", "query": "hotel", "state": state})
+            assert found.status_code == 200 and found.json()["state"]["changes"] == MAX_STATE_COUNT
+        too_many = {"turns": MAX_STATE_COUNT + 1}
+        r = c.post("/v1/offer", json={"catalog": "example", "query": "weather", "state": too_many})
+        assert r.status_code == 400 and "state.turns" in r.json()["error"]["message"]

@@ -77,3 +77,41 @@ def test_a_bound_selector_that_cannot_be_built_stops_start_up(tmp_path: Path) ->
     assert not ready, "the service reported ready with a selector it cannot build"
     assert code not in (None, 0), log
     assert "top_kk" in log, log[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--selector", "bm52"), "no selector named 'bm52'; did you mean 'bm25'?"),
+        (("--catalog", "x=/nonexistent/tools.json"), "/nonexistent/tools.json"),
+        (("--memory", "nosuch://x"), "nosuch"),
+        # found only when the selector is built (the embedder of its provider): a worker's start-up
+        (("--config", "{config}"), "embedding_providers[e]: type 'default' is an embedded model"),
+    ],
+)
+def test_a_start_up_configuration_error_is_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    import subprocess
+    import sys
+
+    from loopback import free_port
+
+    config = tmp_path / "runtime.yaml"
+    spec = {
+        "embedding_providers": [{"id": "e", "type": "default", "model": "no-such-model"}],
+        "selectors": {"tools": {"type": "embedding"}},
+        "tool_selector": "tools",
+    }
+    config.write_text(json.dumps({"spec": spec}))
+    args = tuple(a.replace("{config}", str(config)) for a in args)
+    proc = subprocess.run(
+        [sys.executable, "-m", "shortlist.cli", "serve", "--port", str(free_port()), "--no-progress", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and len(lines) <= 2, proc.stderr[-3000:]
+    assert lines[-1].startswith("shortlist: error: ") and says in lines[-1], lines

@@ -51,6 +51,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Decide what enters an LLM agent's context each turn.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (repeatable)")
+    from shortlist import __version__
+
+    parser.add_argument("--version", action="version", version=f"shortlist {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in (only,) if only in _COMMANDS else _COMMANDS:
         try:

@@ -469,6 +469,8 @@ def _run_conversations(
     progress: _Progress,
     sources: list[tuple[str, Any, int | None, str]],
 ) -> int:
+    import math
+
     from shortlist.errors import ConfigError
     from shortlist.eval.conversations import CostModel, Simulation, run_conversation_eval
     from shortlist.eval.datasets import load_tools
@@ -483,6 +485,9 @@ def _run_conversations(
         raise ConfigError("--train, --curve and --misses are for tool-retrieval datasets (queries.jsonl)")
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
+    for flag, price in (("--cache-write", args.cache_write), ("--cache-read", args.cache_read)):
+        if not math.isfinite(price) or price < 0:
+            raise ConfigError(f"{flag} must be a finite number >= 0, not {price}")
     model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
     simulation = Simulation(args.search_query, args.miss_rate, args.spurious_rate, args.seed, args.miss_cost)
     catalog = load_tools(Path(args.dataset) / "tools.jsonl")

@@ -4,8 +4,11 @@ Refuses (exit 2) to bind a non-loopback address when no API key is configured. W
 than one worker, the settings travel to the workers in ``SHORTLIST_SERVER_SETTINGS`` and
 Prometheus runs in multiprocess mode so ``/metrics`` adds up every worker.
 
-It says on stderr where it listens when it starts, and when it is ready (``/readyz``
-answers 200: catalogs loaded, selectors built, models loaded and warmed), with the time it took.
+It binds its address first (a taken port is one line and exit 2, before anything is
+announced), then says on stderr where it starts, and when it is ready: when ``/readyz`` answers
+200 (catalogs loaded, selectors built, models loaded and warmed) *naming this command's
+instance* (``SHORTLIST_INSTANCE_ID``, shared by its workers), so another server on the same
+port is never taken for this one; with the time it took.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
+import socket
 import sys
 import tempfile
 import threading
@@ -176,16 +181,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
-        import uvicorn
-        from uvicorn.config import STARTUP_FAILURE
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError(
             f"shortlist serve needs the 'server' extra ({exc.name or exc} is missing): pip install 'shortlist[server]'"
         ) from exc
 
     from shortlist.server.auth import is_loopback
-    from shortlist.server.protocol import ServiceConfig
-    from shortlist.server.settings import ENV_SETTINGS, ServerSettings
+    from shortlist.server.listen import ReusePortSocket, bind_exclusive, reuseport_supported
+    from shortlist.server.settings import ServerSettings
 
     if args.workers < 1:
         return fail("serve: --workers must be >= 1")
@@ -207,11 +211,39 @@ def run(args: argparse.Namespace) -> int:
             "or bind 127.0.0.1"
         )
     started = time.monotonic()
-    _say(
-        f"starting on http://{_url_host(args.host)}:{args.port} ({args.workers} worker(s)); loading catalogs and models"
-    )
+    # bind first: a taken port fails here, before anything is announced or loaded
+    reuseport = args.workers > 1 and reuseport_supported()
+    try:
+        # one listening socket per worker (SO_REUSEPORT): the kernel spreads connections evenly;
+        # bind_exclusive first, so a port another server holds (even with SO_REUSEPORT) is refused
+        sock: socket.socket = bind_exclusive(args.host, args.port, keep=not reuseport)
+        if reuseport:
+            sock = ReusePortSocket(args.host, args.port)
+    except OSError as exc:
+        return fail(f"serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}")
+    with sock:
+        return _serve_on(sock, args, settings, started)
+
+
+def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, started: float) -> int:
+    """Check the start-up, then run uvicorn on the bound ``sock`` until interrupted."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    from shortlist.server.listen import ReusePortSocket
+    from shortlist.server.protocol import ServiceConfig
+    from shortlist.server.settings import ENV_INSTANCE, ENV_SETTINGS
+
+    port = int(sock.getsockname()[1])
+    instance = secrets.token_hex(16)
+    os.environ[ENV_INSTANCE] = instance  # every worker's /readyz names it (set before any is built)
+    _say(f"starting on http://{_url_host(args.host)}:{port} ({args.workers} worker(s)); loading catalogs and models")
+    app: Any = _APP
     with progress_line(args):
-        _check_start_up(settings)
+        if args.workers > 1:
+            _check_start_up(settings)
+        else:  # the one worker is this process: start it here, so any start-up error is one line
+            app = _started_app(settings)
     if args.workers > 1 and settings.memory_url.startswith("memory:"):
         logger.warning("memory: is per process; with %d workers each has its own memories", args.workers)
     os.environ[ENV_SETTINGS] = settings.to_env()
@@ -220,10 +252,10 @@ def run(args: argparse.Namespace) -> int:
     if args.access_log:
         logging.getLogger("shortlist.server.access").setLevel(logging.INFO)
     config = ServiceConfig(
-        _APP,
-        factory=True,
+        app,
+        factory=app is _APP,
         host=args.host,
-        port=args.port,
+        port=port,
         workers=args.workers,
         log_level="info" if args.verbose else "warning",
         access_log=False,
@@ -234,28 +266,20 @@ def run(args: argparse.Namespace) -> int:
         limit_connections=args.max_connections or None,
         startup_timeout=args.startup_timeout,
     )
+    if isinstance(sock, ReusePortSocket):
+        sock.backlog = config.backlog
     if args.workers > 1:
-        from shortlist.server.listen import ReusePortSocket, reuseport_supported
         from shortlist.server.supervisor import ServiceSupervisor
 
-        try:
-            # one listening socket per worker (SO_REUSEPORT): the kernel spreads connections evenly
-            sock = (
-                ReusePortSocket(config.host, config.port, config.backlog)
-                if reuseport_supported()
-                else config.bind_socket()
-            )
-        except (OSError, SystemExit) as exc:
-            return fail(f"serve: cannot bind {args.host}:{args.port}: {getattr(exc, 'strerror', None) or exc}")
-        with sock:
-            _announce_ready(args.host, args.port, started)
-            ServiceSupervisor(config, sockets=[sock]).run()
+        _announce_ready(args.host, port, started, instance)
+        ServiceSupervisor(config, sockets=[sock]).run()
         return 0
     server = uvicorn.Server(config)
-    _announce_ready(args.host, args.port, started)
+    _announce_ready(args.host, port, started, instance)
     with progress_line(args):
-        server.run()
-    return 0 if server.started else STARTUP_FAILURE
+        server.run(sockets=[sock])
+    started_ok: bool = server.started
+    return 0 if started_ok else STARTUP_FAILURE
 
 
 def _say(message: str) -> None:
@@ -270,8 +294,10 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _announce_ready(host: str, port: int, started: float, *, poll_s: float = 0.1) -> threading.Thread:
-    """Say on stderr when ``/readyz`` first answers 200 (polled on loopback from a daemon thread)."""
+def _announce_ready(host: str, port: int, started: float, instance: str, *, poll_s: float = 0.1) -> threading.Thread:
+    """Say on stderr when ``/readyz`` first answers 200 naming ``instance`` (polled on loopback from a
+    daemon thread); another server's answer on the address is not this one's readiness."""
+    import json
     import urllib.error
     import urllib.request
 
@@ -282,14 +308,11 @@ def _announce_ready(host: str, port: int, started: float, *, poll_s: float = 0.1
         while True:
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # loopback, our own URL
-                    if response.status == 200:
-                        _say(f"ready on http://{_url_host(host)}:{port} after {time.monotonic() - started:.1f} s")
-                        return
-            except urllib.error.HTTPError as exc:
-                if exc.code not in (502, 503):  # answered, but not as readiness (a proxy, auth): listening
-                    _say(f"listening on http://{_url_host(host)}:{port} after {time.monotonic() - started:.1f} s")
+                    body = json.loads(response.read(65536)) if response.status == 200 else None
+                if isinstance(body, dict) and body.get("instance") == instance:
+                    _say(f"ready on http://{_url_host(host)}:{port} after {time.monotonic() - started:.1f} s")
                     return
-            except (OSError, ValueError):
+            except (OSError, ValueError):  # not listening yet, 503 while starting (HTTPError), not JSON
                 pass
             time.sleep(poll_s)
 
@@ -298,8 +321,32 @@ def _announce_ready(host: str, port: int, started: float, *, poll_s: float = 0.1
     return thread
 
 
+def _started_app(settings: Any) -> Any:
+    """The app of a single-worker service, its state built, checked and started (selectors built
+    and warmed, models loaded) in this process before uvicorn runs it.
+
+    Raises:
+        ShortlistError: any start-up error (bad config, catalog, store, selector).
+    """
+    from shortlist.server.app import create_app
+    from shortlist.server.state import ServiceState
+
+    state = ServiceState(settings)
+    try:
+        state.shortlist.check_selectors()
+        state.start()
+    except BaseException:
+        state.close()
+        raise
+    return create_app(settings, service=state)
+
+
 def _check_start_up(settings: Any) -> None:
     """Fail fast (exit 2 via ConfigError/CatalogError) on a bad config, catalog or store, before forking."""
     from shortlist.server.state import ServiceState
 
-    ServiceState(settings).close()
+    state = ServiceState(settings)
+    try:
+        state.shortlist.check_selectors()  # an unknown --selector name: one line here, not a worker's traceback
+    finally:
+        state.close()

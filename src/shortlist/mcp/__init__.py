@@ -18,6 +18,7 @@ from shortlist.mcp.client import (
 from shortlist.mcp.sync import MCPToolSource
 from shortlist.mcp.tools import (
     MCP_PREFIX,
+    MCPToolRefused,
     MCPToolSelection,
     expand_tool_patterns,
     mcp_policy,
@@ -25,6 +26,7 @@ from shortlist.mcp.tools import (
     parse_tool_name,
     prefixed_name,
     select_mcp_tools,
+    valid_tool_name,
     validate_server_name,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "MCPReconnected",
     "MCPServerError",
     "MCPServerSpec",
+    "MCPToolRefused",
     "MCPToolSelection",
     "MCPToolSource",
     "expand_tool_patterns",
@@ -45,5 +48,6 @@ __all__ = [
     "prefixed_name",
     "require_mcp",
     "select_mcp_tools",
+    "valid_tool_name",
     "validate_server_name",
 ]

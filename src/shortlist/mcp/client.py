@@ -28,7 +28,13 @@ from typing import IO, Any, ClassVar
 
 from shortlist.errors import ConfigError, MCPServerError, MissingDependencyError
 from shortlist.events import Event, EventHook, emit
-from shortlist.mcp.tools import mcp_tool_candidate, parse_tool_name, prefixed_name, validate_server_name
+from shortlist.mcp.tools import (
+    mcp_tool_candidate,
+    parse_tool_name,
+    prefixed_name,
+    refuse_tool_name,
+    validate_server_name,
+)
 from shortlist.types import Candidate
 
 __all__ = [
@@ -424,6 +430,8 @@ class MCPClient:
                 params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
                 result = await conn.session.list_tools(params=params)
                 for tool in result.tools:
+                    if refuse_tool_name(server, tool.name, self._hooks):  # never listed
+                        continue
                     item = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
                     tools.append(mcp_tool_candidate(server, item))
                 cursor = result.next_cursor

@@ -10,17 +10,24 @@ live MCP tool source that would defeat narrowing, so :func:`mcp_policy` derives 
 whose namespaces exclude ``mcp``: explicit MCP tools are ordinary candidates, while
 ``mcp__<server>__*`` wildcard entries stay pinned (``pin_wildcards``) and are expanded to the
 server's tools, as a set, after narrowing (:func:`expand_tool_patterns`).
+
+**An upstream tool's name is data, never a pattern.** Only the pack's ``allowed_tools`` entries
+may be wildcards. A tool name must be what MCP allows (1-128 of ``[A-Za-z0-9_.-]``,
+:func:`valid_tool_name`): any other (``*``, ``get_*``, a newline, 5,000 characters, markup) is
+refused with an :class:`MCPToolRefused` event where tools enter (the client's listing) and again
+where they are narrowed (:func:`select_mcp_tools`), so it is never listed, pinned or expanded.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from shortlist.errors import ConfigError
-from shortlist.events import EventHook
+from shortlist.events import Event, EventHook, emit
 from shortlist.selection.base import Selector
 from shortlist.selection.narrowing import (
     NarrowingPolicy,
@@ -34,18 +41,57 @@ from shortlist.types import Candidate, Query
 
 __all__ = [
     "MCP_PREFIX",
+    "MCPToolRefused",
     "MCPToolSelection",
     "expand_tool_patterns",
     "mcp_policy",
     "mcp_tool_candidate",
     "parse_tool_name",
     "prefixed_name",
+    "refuse_tool_name",
     "select_mcp_tools",
+    "valid_tool_name",
     "validate_server_name",
 ]
 
 MCP_PREFIX = "mcp__"
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*$")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_SHOWN_NAME_CHARS = 80
+
+
+@dataclass(frozen=True, kw_only=True)
+class MCPToolRefused(Event):
+    """An upstream MCP tool was refused for its name (not 1-128 of ``[A-Za-z0-9_.-]``); it is not listed."""
+
+    name: ClassVar[str] = "mcp.tool_refused"
+    area: ClassVar[str] = "mcp"
+    level: int = logging.WARNING
+    server: str = ""
+    tool: str = ""
+    reason: str = ""
+
+
+def valid_tool_name(name: str) -> bool:
+    """True for a name MCP allows: 1 to 128 of ``A-Z a-z 0-9 _ . -`` (so never a pattern)."""
+    return isinstance(name, str) and _TOOL_NAME.fullmatch(name) is not None
+
+
+def refuse_tool_name(server: str, name: Any, hooks: Sequence[EventHook] = ()) -> bool:
+    """Emit :class:`MCPToolRefused` and return True when ``name`` is not a valid tool name."""
+    if isinstance(name, str) and valid_tool_name(name):
+        return False
+    text = name if isinstance(name, str) else str(name)
+    shown = repr(text[:_SHOWN_NAME_CHARS]) + ("…" if len(text) > _SHOWN_NAME_CHARS else "")
+    reason = (
+        f"{len(text):,} characters (at most 128)"
+        if len(text) > 128
+        else "empty"
+        if not text
+        else "characters outside [A-Za-z0-9_.-]"
+    )
+    emit(MCPToolRefused(server=server, tool=shown, reason=reason), hooks=tuple(hooks))
+    return True
 
 
 def validate_server_name(name: str) -> str:
@@ -128,16 +174,24 @@ def select_mcp_tools(
         selector: the bound selector (None: everything allowed surfaces).
         query: the turn's query (``kind="tool"``).
         tools: every tool the servers list (candidates from :func:`mcp_tool_candidate`).
-        allowed_tools: the pack's entries; None allows every listed tool. Explicit names are
+        allowed_tools: the pack's entries; None allows every listed tool (a tool whose name is not
+            a valid MCP name is refused with an event, never taken as a pattern). Explicit names are
             ranked like any tool; ``mcp__srv__*`` entries survive narrowing and expand to that
             server's tools. Names that resolve to no listed tool are skipped.
         policy: the base policy; ``mcp`` is removed from its pinned namespaces (:func:`mcp_policy`).
         hooks: extra event hooks.
     """
-    by_id = {c.id: c for c in tools}
-    entries = list(by_id) if allowed_tools is None else list(dict.fromkeys(allowed_tools))
+    by_id: dict[str, Candidate] = {}
+    for c in tools:
+        parsed = parse_tool_name(c.id)
+        server, name = parsed if parsed is not None else (str(c.metadata.get("server", "")), c.id)
+        if not refuse_tool_name(server, c.metadata.get("tool", name), hooks):
+            by_id.setdefault(c.id, c)
+    if allowed_tools is None:  # the listed tools themselves: names, never patterns
+        turn = narrow(selector, query, list(by_id.values()), mcp_policy(policy), hooks=hooks)
+        return MCPToolSelection(turn=turn, tools=tuple(by_id[i] for i in turn.ids if i in by_id))
     eligible: list[Candidate] = []
-    for entry in entries:
+    for entry in dict.fromkeys(allowed_tools):
         if is_wildcard(entry):
             eligible.append(
                 Candidate(id=entry, description=f"every tool matching {entry}", metadata={"wildcard": True})

@@ -64,7 +64,7 @@ from shortlist.offer.search import (
     search_tools,
 )
 from shortlist.offer.session import ToolSession
-from shortlist.offer.state import Offer, OfferChanged, OfferState, OfferStateRepaired
+from shortlist.offer.state import MAX_STATE_COUNT, Offer, OfferChanged, OfferState, OfferStateRepaired
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -73,6 +73,7 @@ __all__ = [
     "DEFAULT_PREFETCH_MAX",
     "DEFAULT_SUITE_BOOST",
     "FORMAT_POLICIES",
+    "MAX_STATE_COUNT",
     "MISS_RATE",
     "OFFER_POLICIES",
     "PREFETCH_QUERY",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from shortlist.errors import ConfigError
 from shortlist.events import EventHook, emit
 from shortlist.offer.prices import ROUND_TRIP_TOKENS, Prices, widened
-from shortlist.offer.state import Offer, OfferChanged, OfferState, binding_hooks, repaired
+from shortlist.offer.state import Offer, OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection.cousage import CoUsage
 from shortlist.types import Candidate, Query, TurnSelection, candidate_group
 
@@ -326,7 +326,7 @@ def decide_offer(
     loaded = tuple(i for i in (*state.loaded, *prefetched) if i in eligible_ids and i not in block)
     changed = not turn.first and block != turn.previous_block
     new_state = replace(
-        state, block=block, loaded=loaded, turns=state.turns + 1, changes=state.changes + (1 if changed else 0)
+        state, block=block, loaded=loaded, turns=bump(state.turns), changes=bump(state.changes, 1 if changed else 0)
     )
     if changed:
         emit(

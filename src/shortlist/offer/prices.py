@@ -11,6 +11,7 @@ waits for a tokenizer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,8 +43,9 @@ class Prices:
     cache_read: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.cache_write < 0 or self.cache_read < 0:
-            raise ConfigError("cache prices must be non-negative")
+        for field, value in (("cache_write", self.cache_write), ("cache_read", self.cache_read)):
+            if not math.isfinite(value) or value < 0:  # NaN compares False with everything
+                raise ConfigError(f"cache prices must be finite and non-negative, not {field}={value}")
 
     def call(self, prompt_tokens: int, cached_tokens: int) -> float:
         """The cost of one model call whose first ``cached_tokens`` were read from the cache."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from shortlist.events import Event, EventHook, emit
 from shortlist.offer.policies import DEFAULT_SUITE_BOOST, RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
 from shortlist.offer.prices import Prices, widened
-from shortlist.offer.state import OfferChanged, OfferState, binding_hooks, repaired
+from shortlist.offer.state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.narrowing import narrow
 from shortlist.types import Candidate, Query
@@ -148,7 +148,7 @@ def search_tools(
     elif ids:  # the found tools must join the tools block: a change, so make it the last one if cheaper
         block, reason = widened(state.block + ids, pool, "search", prefix_tokens, prices or Prices(), horizon)
         added = tuple(i for i in block if i not in state.block)
-        state = replace(state, block=block, changes=state.changes + 1)
+        state = replace(state, block=block, changes=bump(state.changes))
         emit(
             OfferChanged(policy=policy, reason=reason, added=added, prefix_tokens=prefix_tokens),
             hooks=binding_hooks(shortlist, hooks),

@@ -20,7 +20,25 @@ from shortlist.types import TurnSelection
 if TYPE_CHECKING:
     from shortlist.selection.facade import Shortlist
 
-__all__ = ["Offer", "OfferChanged", "OfferState", "OfferStateRepaired", "binding_hooks", "repaired"]
+__all__ = [
+    "MAX_STATE_COUNT",
+    "Offer",
+    "OfferChanged",
+    "OfferState",
+    "OfferStateRepaired",
+    "binding_hooks",
+    "bump",
+    "repaired",
+]
+
+#: The largest ``turns`` / ``changes`` a state may carry: the counters stop there, so every
+#: answer is a state the next request accepts (``POST /v1/offer`` refuses more).
+MAX_STATE_COUNT = 1_000_000_000
+
+
+def bump(count: int, by: int = 1) -> int:
+    """``count + by``, saturating at :data:`MAX_STATE_COUNT`."""
+    return min(MAX_STATE_COUNT, count + by)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,10 +104,10 @@ class OfferState:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> OfferState:
-        """Read the JSON form (missing keys take their defaults).
+        """Read the JSON form (missing keys take their defaults; a repeated id is kept once).
 
         Raises:
-            ConfigError: a field of the wrong type.
+            ConfigError: a field of the wrong type, or a count above :data:`MAX_STATE_COUNT`.
         """
         if not data:
             return cls()
@@ -108,7 +126,7 @@ class OfferState:
 def _ids(value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise TypeError("ids must be a list of strings")
-    out = tuple(value)
+    out = tuple(dict.fromkeys(value))  # a repeated id is read once
     if not all(isinstance(i, str) for i in out):
         raise TypeError("ids must be a list of strings")
     return out
@@ -117,6 +135,8 @@ def _ids(value: Any) -> tuple[str, ...]:
 def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError("counts must be non-negative integers")
+    if value > MAX_STATE_COUNT:
+        raise ValueError(f"counts must be at most {MAX_STATE_COUNT:,}")
     return value
 
 

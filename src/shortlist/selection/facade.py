@@ -151,6 +151,23 @@ class Shortlist:
         bound = self.registry.skills_selector() if kind == "skill" else self.registry.tool_selector()
         return bound or self.registry.get(DEFAULT_SELECTOR)
 
+    def check_selectors(self) -> None:
+        """Raise now if a selector this binding names does not resolve (nothing is built or loaded).
+
+        Raises:
+            ConfigError: no selector has that name (the message suggests the nearest).
+        """
+        arg = self._selector_arg
+        if arg is None or isinstance(arg, Selector):
+            return
+        if isinstance(arg, str):
+            self.registry.check(arg)
+        else:  # the config's bindings, as selector_for resolves them
+            spec = self.registry.config.spec
+            names = [spec.tool_selector, spec.skills.selector if spec.skills else None]
+            for name in [*[n for n in names if n], DEFAULT_SELECTOR]:
+                self.registry.check(name)
+
     def tool_policy(self) -> NarrowingPolicy:
         """This binding's policy for tools of live sources (runtime, MCP proxy, service).
 

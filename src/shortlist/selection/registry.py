@@ -199,13 +199,28 @@ class SelectorRegistry:
             return self._wrap(name, cfg, selector)
         if name in BUILTIN_SELECTORS or name.startswith("exec:"):
             return create_builtin_selector(name)
+        raise self._unknown(name)
+
+    def _unknown(self, name: str) -> ConfigError:
         hint = difflib.get_close_matches(name, list(self.names), n=1)
-        raise ConfigError(
+        return ConfigError(
             f"no selector named {name!r}"
             + (f"; did you mean {hint[0]!r}?" if hint else "")
             + f" (known: {', '.join(self.names)})",
             source=self._source,
         )
+
+    def check(self, name: str) -> None:
+        """Raise the error :meth:`get` would for a name that resolves to nothing, building nothing.
+
+        A declared selector's options and references were checked when the config loaded.
+
+        Raises:
+            ConfigError: no selector is called ``name``.
+        """
+        known = name in self._code or name in self.config.spec.active_selectors or name in BUILTIN_SELECTORS
+        if not known and not name.startswith("exec:"):
+            raise self._unknown(name)
 
     def _wrap(self, name: str, cfg: SelectorConfig, selector: Selector) -> Selector:
         """``selector`` inside the wrappers ``cfg`` asks for (timeout, breaker, fallback)."""

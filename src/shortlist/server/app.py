@@ -79,11 +79,14 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(settings: ServerSettings | None = None) -> FastAPI:
+def create_app(settings: ServerSettings | None = None, *, service: ServiceState | None = None) -> FastAPI:
     """Build the service app.
 
     Args:
         settings: the service settings (default: from the environment).
+        service: a state already built (and started) for ``settings``, which the app then owns
+            (``shortlist serve`` with one worker starts it before uvicorn, so a start-up error is
+            its one-line error); None: the lifespan builds and starts one.
 
     Raises:
         ConfigError: at start-up, a bad runtime config, catalog or memory store URL.
@@ -93,22 +96,23 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service = ServiceState(settings)
-        app.state.service = service
+        state = service if service is not None else ServiceState(settings)
+        app.state.service = state
         executor = ThreadPoolExecutor(max_workers=settings.selection_threads, thread_name_prefix="shortlist-select")
         asyncio.get_running_loop().set_default_executor(executor)
         try:
-            service.start()
+            if not state.ready:
+                state.start()
             # Catalogs, indexes and models loaded at start-up live as long as the process:
             # moving them out of the collector's reach keeps full collections (tens of ms
             # on a large heap) out of request latency.
             gc.collect()
             gc.freeze()
-            logger.info("shortlist service ready (catalogs: %s)", {k: len(v) for k, v in service.catalogs.items()})
+            logger.info("shortlist service ready (catalogs: %s)", {k: len(v) for k, v in state.catalogs.items()})
             yield
         finally:
             logger.info("shortlist service shutting down")
-            service.close()
+            state.close()
             executor.shutdown(wait=False, cancel_futures=True)
 
     # Swagger UI and ReDoc load their scripts from a CDN (blank offline) and FastAPI serves them

@@ -10,6 +10,10 @@ itself (inline CSS and a few lines of JavaScript for the filter; a CSP forbids a
 
 The ring is per worker process (``--workers N`` gives N rings) and holds the last
 :data:`DEFAULT_CAPACITY` decisions; query texts are cut to :data:`MAX_QUERY_CHARS`.
+
+A decision carries the memory scopes of the API key that made it: a key limited to scopes
+(``KEY user_id=alice``) sees only the decisions of keys with the same scopes, an unscoped key
+(and the loopback client when no key is configured) sees every decision.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from shortlist.selection.base import Selector
 from shortlist.selection.wrappers import BreakerSelector
+from shortlist.server.settings import KeyPolicy
 from shortlist.tokens import tool_tokens
 from shortlist.types import Candidate, TurnSelection
 
@@ -61,6 +66,7 @@ class Decision:
         tokens_all: tokens of every eligible definition (:func:`shortlist.tokens.tool_tokens`).
         tokens_selected: tokens of the surfaced ones.
         offered: ``/v1/offer`` only: the tools block sent to the model (else None).
+        scopes: the scopes of the key that made it (None: an unscoped key); never shown.
     """
 
     seq: int
@@ -80,6 +86,11 @@ class Decision:
     tokens_all: int
     tokens_selected: int
     offered: tuple[str, ...] | None = None
+    scopes: _Scopes | None = None
+
+    def visible_to(self, key: KeyPolicy) -> bool:
+        """True when ``key`` may see this decision: an unscoped key sees all, a scoped one its own."""
+        return key.scopes is None or _scopes(key) == self.scopes
 
     @property
     def tokens_saved(self) -> int:
@@ -108,6 +119,15 @@ class Decision:
         }
 
 
+_Scopes = frozenset[frozenset[tuple[str, str]]]
+
+
+def _scopes(key: KeyPolicy | None) -> _Scopes | None:
+    if key is None or key.scopes is None:
+        return None
+    return frozenset(frozenset(scope.items()) for scope in key.scopes)
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -130,6 +150,7 @@ class DecisionLog:
         self._ring: deque[Decision] = deque(maxlen=capacity)
         self._lock = threading.Lock()
         self._seq = 0
+        self._per_scope: dict[_Scopes | None, int] = {}
         self._tokens: dict[int, tuple[Sequence[Candidate], dict[str, int], int]] = {}
         for catalog in (catalogs or {}).values():
             self._tokens[id(catalog)] = self._count(catalog)
@@ -148,8 +169,9 @@ class DecisionLog:
         *,
         kind: str = "tool",
         offered: Iterable[str] | None = None,
+        key: KeyPolicy | None = None,
     ) -> Decision:
-        """Record one answered turn and return it."""
+        """Record one answered turn (made with ``key``; None: unscoped) and return it."""
         known = self._tokens.get(id(candidates))
         _, per, total = known if known is not None and known[0] is candidates else self._count(candidates)
         scores = turn.scores or {}
@@ -157,6 +179,8 @@ class DecisionLog:
         selected = tuple((i, scores.get(i)) for i in ids[:_MAX_IDS])
         with self._lock:
             self._seq += 1
+            scopes = _scopes(key)
+            self._per_scope[scopes] = self._per_scope.get(scopes, 0) + 1
             decision = Decision(
                 seq=self._seq,
                 at=time.time(),
@@ -175,14 +199,21 @@ class DecisionLog:
                 tokens_all=total,
                 tokens_selected=sum(per.get(i, 0) for i in ids),
                 offered=None if offered is None else tuple(offered)[:_MAX_IDS],
+                scopes=scopes,
             )
             self._ring.append(decision)
         return decision
 
-    def recent(self) -> list[Decision]:
-        """The decisions kept, newest first."""
+    def recent(self, key: KeyPolicy | None = None) -> list[Decision]:
+        """The decisions kept, newest first: those ``key`` may see (None: all)."""
         with self._lock:
-            return list(reversed(self._ring))
+            kept = list(reversed(self._ring))
+        return kept if key is None else [d for d in kept if d.visible_to(key)]
+
+    def visible_total(self, key: KeyPolicy) -> int:
+        """Decisions recorded since start that ``key`` may see (an unscoped key: :attr:`total`)."""
+        with self._lock:
+            return self._seq if key.scopes is None else self._per_scope.get(_scopes(key), 0)
 
     @property
     def total(self) -> int:

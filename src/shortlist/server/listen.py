@@ -22,12 +22,36 @@ import socket
 import sys
 from typing import Any
 
-__all__ = ["ReusePortSocket", "reuseport_supported"]
+__all__ = ["ReusePortSocket", "bind_exclusive", "reuseport_supported"]
 
 
 def reuseport_supported() -> bool:
     """True where ``SO_REUSEPORT`` balances connections across listening sockets (Linux)."""
     return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def bind_exclusive(host: str, port: int, *, keep: bool = True) -> socket.socket:
+    """Bind ``host:port`` without ``SO_REUSEPORT`` (as uvicorn binds one socket), not listening yet.
+
+    It fails while any other socket holds the address, even one bound with ``SO_REUSEPORT`` by
+    another server (which a :class:`ReusePortSocket` would silently share the port with). With
+    ``keep=False`` the socket is closed again (a check before binding a :class:`ReusePortSocket`).
+
+    Raises:
+        OSError: the address cannot be bound (in use, not local, …).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    if not keep:
+        sock.close()
+    return sock
 
 
 def _bind_reuseport(sock: socket.socket, host: str, port: int) -> None:

@@ -26,12 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shortlist.errors import ConfigError
 
-__all__ = ["ENV_API_KEYS", "ENV_SETTINGS", "KeyPolicy", "ServerSettings", "hash_key", "parse_keys_file"]
+__all__ = ["ENV_API_KEYS", "ENV_INSTANCE", "ENV_SETTINGS", "KeyPolicy", "ServerSettings", "hash_key", "parse_keys_file"]
 
 #: Environment variable with comma-separated API keys.
 ENV_API_KEYS = "SHORTLIST_API_KEYS"
 #: Environment variable carrying the serialised settings to worker processes.
 ENV_SETTINGS = "SHORTLIST_SERVER_SETTINGS"
+#: The id of one ``shortlist serve`` (its workers share it), which ``/readyz`` names, so the
+#: command's readiness check tells its own server from another on the same port.
+ENV_INSTANCE = "SHORTLIST_INSTANCE_ID"
 
 
 def hash_key(key: str) -> str:

@@ -8,6 +8,8 @@ any worker or replica can answer any request.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -18,7 +20,7 @@ from shortlist.events import add_event_hook, remove_event_hook
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.server.decisions import DecisionLog
 from shortlist.server.metrics import ServiceMetrics
-from shortlist.server.settings import ServerSettings
+from shortlist.server.settings import ENV_INSTANCE, ServerSettings
 from shortlist.types import Candidate, Query
 
 if TYPE_CHECKING:
@@ -114,6 +116,9 @@ class ServiceState:
         self.settings = settings
         self.metrics = ServiceMetrics()
         self.ready = False
+        #: this server's id in ``/readyz``: the ``shortlist serve`` command's (shared by its
+        #: workers), else one of this process's own
+        self.instance = os.environ.get(ENV_INSTANCE) or secrets.token_hex(16)
         config = load_runtime_config(settings.config_path) if settings.config_path else RuntimeConfig()
         self.shortlist = Shortlist(
             selector=settings.selector or DEFAULT,

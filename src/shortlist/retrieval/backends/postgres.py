@@ -72,7 +72,15 @@ except ImportError as exc:  # the backend names its extra instead of a traceback
         "the PostgreSQL index backend needs psycopg: pip install 'shortlist[postgres]'"
     ) from exc
 
-__all__ = ["SCHEMA_VERSION", "PostgresBackend", "redact_url", "split_corpus_url", "split_index_url", "term_id"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresBackend",
+    "check_corpus_name",
+    "redact_url",
+    "split_corpus_url",
+    "split_index_url",
+    "term_id",
+]
 
 #: Version of the tables' layout; a corpus written with a newer one is refused (rebuild it). 2: the
 #: graph may be split into partial indexes (``hnsw.shards``), which a reader of 1 would not walk. A
@@ -136,6 +144,19 @@ def split_corpus_url(url: str, default: str = "shortlist") -> tuple[str, str]:
     corpus name."""
     dsn, corpus, _ = split_index_url(url, default)
     return dsn, corpus
+
+
+def check_corpus_name(corpus: str) -> str:
+    """Return ``corpus`` if it can name a corpus (its tables are named after it).
+
+    Checked before any query that names it: a NUL byte would otherwise reach the server first.
+
+    Raises:
+        ConfigError: not 1-40 lowercase letters, digits or ``_``, starting with a letter.
+    """
+    if not isinstance(corpus, str) or not _CORPUS.fullmatch(corpus):
+        raise ConfigError(f"corpus name {corpus!r}: use 1-40 lowercase letters, digits or '_', starting with a letter")
+    return corpus
 
 
 def redact_url(url: str) -> str:
@@ -258,11 +279,7 @@ class PostgresBackend(IndexBackend):
                 raise ConfigError(f"ef_search in the URL must be an integer, not {options['ef_search']!r}") from None
         if not 1 <= int(ef_search) <= 1000:
             raise ConfigError(f"ef_search must be 1..1000 (pgvector's bounds), not {ef_search}")
-        self.corpus = corpus or url_corpus
-        if not _CORPUS.fullmatch(self.corpus):
-            raise ConfigError(
-                f"corpus name {self.corpus!r}: use 1-40 lowercase letters, digits or '_', starting with a letter"
-            )
+        self.corpus = check_corpus_name(corpus or url_corpus)
         self.dense_search = dense_search
         self.ef_search = int(ef_search)
         self.per_term = int(per_term)
@@ -582,9 +599,10 @@ class PostgresBackend(IndexBackend):
         """What the database records about ``corpus`` (embedder, dim, counts, ...), or None when it has none.
 
         Raises:
-            ConfigError: the database cannot be reached.
+            ConfigError: a bad corpus name (checked first), or the database cannot be reached.
         """
         url, _ = split_corpus_url(dsn)
+        check_corpus_name(corpus)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
                 if conn.execute("SELECT to_regclass('shortlist_index_corpora')").fetchone() == (None,):

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, StringConstraints
 
 from shortlist.server.state import ServiceState
 
-__all__ = ["JsonDateTime", "JsonInt", "PositiveJsonInt", "Scope", "state_of"]
+__all__ = ["MAX_TEXT_CHARS", "JsonDateTime", "JsonInt", "PositiveJsonInt", "Scope", "state_of"]
 
 
 def _integral(value: Any) -> Any:
@@ -47,6 +47,11 @@ Scope = Annotated[
     dict[_NonEmpty, _NonEmpty],
     Field(min_length=1, max_length=16, description="The subject bucket, e.g. {'user_id': 'u1'} (exact match)."),
 ]
+
+
+#: The most characters of a text a request ranks: a query, or one chat message's text (its
+#: ``content`` string, or the ``text`` of its parts together). Longer is a 422.
+MAX_TEXT_CHARS = 100_000
 
 
 def state_of(request: Request) -> ServiceState:

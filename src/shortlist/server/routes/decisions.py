@@ -3,7 +3,8 @@
 Both need what every ``/v1`` route needs: with API keys configured, a valid key; without, a
 loopback client. The page also takes the key as the password of HTTP Basic authentication
 (any user name), so a browser can open it: a 401 on the page asks for it with
-``WWW-Authenticate: Basic``. The ring is this worker's (see :mod:`shortlist.server.decisions`).
+``WWW-Authenticate: Basic``. The ring is this worker's (see :mod:`shortlist.server.decisions`);
+a key limited to memory scopes sees only the decisions made with its scopes, an unscoped key all.
 """
 
 from __future__ import annotations
@@ -57,13 +58,13 @@ def _selectors(state: ServiceState) -> list[Any]:
 
 
 @router.get("/v1/decisions", summary="Recent decisions and circuit breakers (JSON)")
-async def decisions_json(request: Request, _: Annotated[KeyPolicy, Depends(require_key)]) -> dict[str, Any]:
-    """The last decisions of this worker, newest first, and the state of every circuit breaker."""
+async def decisions_json(request: Request, key: Annotated[KeyPolicy, Depends(require_key)]) -> dict[str, Any]:
+    """The last decisions of this worker the key may see, newest first, and every circuit breaker's state."""
     state = state_of(request)
     log = state.decisions
     return {
-        "decisions": [d.to_json() for d in log.recent()],
-        "total": log.total,
+        "decisions": [d.to_json() for d in log.recent(key)],
+        "total": log.visible_total(key),
         "capacity": log.capacity,
         "breakers": breaker_states(_selectors(state)),
     }
@@ -77,14 +78,18 @@ async def decisions_json(request: Request, _: Annotated[KeyPolicy, Depends(requi
 )
 async def decisions_page(
     request: Request,
-    _: Annotated[KeyPolicy, Depends(_page_key)],
+    key: Annotated[KeyPolicy, Depends(_page_key)],
     refresh: Annotated[int | None, Query(ge=2, le=3600, description="Reload every N seconds")] = None,
 ) -> HTMLResponse:
     """An HTML page of :func:`decisions_json` (inline CSS/JS, no external request)."""
     state = state_of(request)
     log = state.decisions
     page = render_page(
-        log.recent(), breaker_states(_selectors(state)), total=log.total, capacity=log.capacity, refresh=refresh
+        log.recent(key),
+        breaker_states(_selectors(state)),
+        total=log.visible_total(key),
+        capacity=log.capacity,
+        refresh=refresh,
     )
     headers = {"Content-Security-Policy": CSP, "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     return HTMLResponse(page, headers=headers)

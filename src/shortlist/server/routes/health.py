@@ -26,11 +26,14 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> Any:
     """``ready`` once catalogs are loaded and the bound selectors built and warmed; 503 before that and at shutdown.
 
-    ``selectors`` names the selector of each kind (``tool``, ``skill``) that is built and warmed.
+    ``selectors`` names the selector of each kind (``tool``, ``skill``) that is built and warmed;
+    ``instance`` names this server (one ``shortlist serve``, every worker alike), so a readiness
+    check can tell it from another server on the same address.
     """
     state = state_of(request)
     body = {
         "status": "ready" if state.ready else "not_ready",
+        "instance": state.instance,
         "catalogs": {k: len(v) for k, v in state.catalogs.items()},
         "selectors": dict(state.bound_selectors),
     }

@@ -9,6 +9,8 @@ answers the same. Both routes narrow through the service's :class:`~shortlist.Sh
 
 A ``state`` that is not an offer state, or that names tools the catalog does not hold (a
 state made for another catalog), answers ``400 invalid_state`` and says which field is wrong.
+A repeated id in a state is read once, and the counters (``turns``, ``changes``) stop at
+:data:`~shortlist.offer.MAX_STATE_COUNT`, so every answer's ``state`` is a valid next request.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from annotated_types import Ge, Le
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
-from shortlist.offer import DEFAULT_PREFETCH, OfferState, decide_offer, default_policy, search_tools
+from shortlist.offer import DEFAULT_PREFETCH, MAX_STATE_COUNT, OfferState, decide_offer, default_policy, search_tools
 from shortlist.selection.query import last_user_text
-from shortlist.server.auth import require_key
+from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import JsonInt, _integral, state_of
+from shortlist.server.routes import MAX_TEXT_CHARS, JsonInt, _integral, state_of
 from shortlist.server.routes.reduce import ChatMessage
 from shortlist.server.routes.select import MAX_CANDIDATES, CandidateIn, SelectResponse, binding, resolve_candidates
 from shortlist.types import Candidate
@@ -43,8 +45,9 @@ __all__ = [
 
 router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
 
-#: The most characters of a query text (a turn's latest message is what is ranked).
-MAX_QUERY_CHARS = 100_000
+#: The most characters of a query text (a turn's latest message is what is ranked; one message's
+#: text has the same cap).
+MAX_QUERY_CHARS = MAX_TEXT_CHARS
 #: The most messages of a conversation in one request.
 MAX_MESSAGES = 10_000
 #: The most tools one search returns.
@@ -64,8 +67,9 @@ class OfferStateIn(BaseModel):
         default_factory=list, max_length=MAX_CANDIDATES, description="Ids loaded into the history by searches."
     )
     called: list[_Id] = Field(default_factory=list, max_length=MAX_CANDIDATES, description="Ids the model called.")
-    turns: JsonInt = Field(default=0, ge=0, le=1_000_000_000, description="Turns decided so far.")
-    changes: JsonInt = Field(default=0, ge=0, le=1_000_000_000, description="Tools-block changes after turn 1.")
+    # the library's counters stop at MAX_STATE_COUNT, so every answer's state is a valid next request
+    turns: JsonInt = Field(default=0, ge=0, le=MAX_STATE_COUNT, description="Turns decided so far.")
+    changes: JsonInt = Field(default=0, ge=0, le=MAX_STATE_COUNT, description="Tools-block changes after turn 1.")
 
 
 _STATE_FIELD: Any = Field(  # validated by the route, so a bad state is a 400 that names the field
@@ -191,17 +195,17 @@ def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
     except ValidationError as exc:  # name the fields, never echo the values
         where = "; ".join(f"state.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         raise ApiError(400, "invalid_state", f"not an offer state ({where})") from None
-    return OfferState(
-        block=tuple(parsed.block),
-        loaded=tuple(parsed.loaded),
-        called=tuple(parsed.called),
+    return OfferState(  # a repeated id is read once (a state never holds one)
+        block=tuple(dict.fromkeys(parsed.block)),
+        loaded=tuple(dict.fromkeys(parsed.loaded)),
+        called=tuple(dict.fromkeys(parsed.called)),
         turns=parsed.turns,
         changes=parsed.changes,
     )
 
 
 @router.post("/v1/offer", response_model=OfferResponse, summary="Decide a conversation's tool offer for one turn")
-async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
+async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONResponse:
     """Decide this turn's tools block (and what stays deferred) from the previous turn's ``state``."""
     service = state_of(request)
     if (body.messages is None) == (body.query is None):
@@ -228,7 +232,7 @@ async def offer(body: OfferRequest, request: Request) -> FastJSONResponse:
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
         text = query if isinstance(query, str) else last_user_text(query)
-        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block)
+        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block, key=key)
     return FastJSONResponse(decided.to_dict())
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shortlist.errors import ContextBudgetError
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
-from shortlist.server.routes import PositiveJsonInt
+from shortlist.server.routes import MAX_TEXT_CHARS, PositiveJsonInt
 
 __all__ = ["ChatMessage", "ReduceRequest", "ReduceResponse", "router"]
 
@@ -32,7 +32,8 @@ class ToolCall(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    """One OpenAI chat message."""
+    """One OpenAI chat message; its text (the ``content`` string, or its parts' ``text`` together) is
+    at most :data:`~shortlist.server.routes.MAX_TEXT_CHARS` characters, as a query is (422 beyond)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
@@ -42,6 +43,19 @@ class ChatMessage(BaseModel):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     function_call: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _capped(self) -> ChatMessage:
+        content = self.content
+        if isinstance(content, str):
+            chars = len(content)
+        elif content is None:
+            chars = 0
+        else:
+            chars = sum(len(p["text"]) for p in content if isinstance(p.get("text"), str))
+        if chars > MAX_TEXT_CHARS:  # the text is never echoed: only its length
+            raise ValueError(f"a message's text is {chars:,} characters; at most {MAX_TEXT_CHARS:,} are accepted")
+        return self
 
 
 class ReduceRequest(BaseModel):

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from shortlist.selection.facade import Shortlist
-from shortlist.server.auth import require_key
+from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
-from shortlist.server.routes import JsonInt, state_of
+from shortlist.server.routes import MAX_TEXT_CHARS, JsonInt, state_of
 from shortlist.server.state import ServiceState
 from shortlist.types import Candidate
 
@@ -59,7 +59,9 @@ class SelectRequest(BaseModel):
         },
     )
 
-    query: str = Field(description="The latest user turn's text (empty: every eligible item surfaces).")
+    query: str = Field(
+        max_length=MAX_TEXT_CHARS, description="The latest user turn's text (empty: every eligible item surfaces)."
+    )
     kind: str = Field(default="tool", min_length=1, description='"tool" or "skill" (open to more kinds).')
     k: JsonInt = Field(
         default=5, ge=0, le=10_000, description="Most items surfaced besides pins (0: selector default)."
@@ -140,11 +142,11 @@ def binding(state: ServiceState, selector: str | None) -> Shortlist:
 
 
 @router.post("/v1/select", response_model=SelectResponse, summary="Select the tools or skills for one turn")
-async def select(body: SelectRequest, request: Request) -> FastJSONResponse:
+async def select(body: SelectRequest, request: Request, key: ApiKey) -> FastJSONResponse:
     """Narrow the candidates for ``query``; the answer says what surfaces, the scores and any fallback."""
     state = state_of(request)
     candidates = resolve_candidates(state, body.catalog, body.candidates)
     turn = await binding(state, body.selector).aselect(body.query, candidates, kind=body.kind, k=body.k)
     state.metrics.observe_selection(body.kind, turn.selector, turn.fallback)
-    state.decisions.record("/v1/select", body.query, candidates, turn, kind=body.kind)
+    state.decisions.record("/v1/select", body.query, candidates, turn, kind=body.kind, key=key)
     return FastJSONResponse(turn.to_dict())  # already the response model's shape; skip re-validation
