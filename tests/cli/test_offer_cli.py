@@ -73,3 +73,10 @@ def test_the_default_policy_is_the_formats() -> None:
     plain = json.loads(offer("book a hotel in Rome", "--json").stdout)
     anthropic = json.loads(offer("book a hotel in Rome", "--format", "anthropic", "--json").stdout)
     assert (plain["policy"], anthropic["policy"]) == ("stable", "deferred")
+
+
+def test_the_text_block_shows_the_search_tool_it_offers() -> None:
+    deferred = offer("book a hotel in Rome", "--format", "anthropic").stdout.splitlines()
+    assert deferred[0].startswith("block ") and deferred[0].split()[-1] == "find_tools"
+    per_turn = offer("book a hotel in Rome", "--policy", "per_turn").stdout.splitlines()
+    assert "find_tools" not in per_turn[0]  # per_turn offers no search tool

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``shortlist offer``."""
     from shortlist.adapters.catalog import load_catalog
     from shortlist.errors import ConfigError
-    from shortlist.offer import OfferState, ToolSession, default_policy
+    from shortlist.offer import SEARCH_TOOL_NAME, OfferState, ToolSession, default_policy
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if (args.query is None) == (args.messages is None) and args.search is None:
@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.search is not None:
         write_text("\n".join([f"found {t['id']}" for t in out["tools"]] or ["found nothing"]))
     else:
-        lines = [f"block     {' '.join(out['block']) or '-'}"]
+        block = [*out["block"], *([SEARCH_TOOL_NAME] if out["search_tool"] else [])]  # the search tool is offered too
+        lines = [f"block     {' '.join(block) or '-'}"]
         lines.append(f"prefetch  {' '.join(out['prefetched']) or '-'}")
         lines.append(f"loaded    {len(out['loaded'])}, deferred {len(out['deferred'])}")
         lines.append(f"-- {out['policy']}: {out['reason']}{' (block changed)' if out['changed'] else ''}")
