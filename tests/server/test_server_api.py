@@ -256,3 +256,29 @@ def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path
             assert r.status_code == 200, r.text
             answers.append([d["metadata"]["document_id"] for d in r.json()["documents"]])
     assert answers[0][:1] == ["refunds"] and all(a == answers[0] for a in answers)
+
+
+def test_reduce_defaults_to_the_librarys_selector(server_factory: Any) -> None:
+    """One default everywhere: /v1/reduce keeps what the library keeps (relevance), not the newest steps."""
+    from shortlist.reduction import (
+        DEFAULT_LOCAL_SELECTOR,
+        ExecutionContext,
+        ReductionStage,
+        openai_from_fragments,
+        openai_to_fragments,
+    )
+
+    messages = [{"role": "user", "content": "my locker code is 4711 " + "filler " * 80}]
+    messages.append({"role": "assistant", "content": "noted " + "ok " * 80})
+    for i in range(6):
+        messages.append({"role": "user", "content": f"unrelated chat {i} " + "weather " * 60})
+        messages.append({"role": "assistant", "content": f"reply {i} " + "sunny " * 60})
+    messages.append({"role": "user", "content": "what is my locker code?"})
+    stage = ReductionStage.local("lib", max_chars=2500)
+    library = openai_from_fragments(stage.reduce_sync(openai_to_fragments(messages), ExecutionContext()).fragments)
+    with server_factory() as srv, srv.client() as c:
+        default = c.post("/v1/reduce", json={"messages": messages, "max_chars": 2500}).json()["messages"]
+        newest = c.post("/v1/reduce", json={"messages": messages, "max_chars": 2500, "selector": "newest"}).json()
+    assert DEFAULT_LOCAL_SELECTOR == "relevance"
+    assert default == library and default != newest["messages"]
+    assert any("4711" in str(m.get("content")) for m in default)

@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--selector",
         choices=("relevance", "newest"),
-        default="relevance",
+        default=None,
         help="which steps stay: relevance (default, as the library's Conversation: the steps most relevant "
         "to the last user message) or newest (the latest steps that fit)",
     )
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     """Handle ``shortlist reduce``; returns the exit code."""
     from shortlist.errors import ContextBudgetError
     from shortlist.reduction import (
+        DEFAULT_LOCAL_SELECTOR,
         Diagnostics,
         ExecutionContext,
         ReductionStage,
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("reduce: give --max-tokens, --max-chars or both")
     messages = _load(args.messages)
     fragments = openai_to_fragments(messages)
+    args.selector = args.selector or DEFAULT_LOCAL_SELECTOR  # the one default, as the library's and /v1/reduce's
     stage = ReductionStage.local(
         "cli", max_tokens=args.max_tokens, max_chars=args.max_chars, selector=args.selector, model=args.model
     )

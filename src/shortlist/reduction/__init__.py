@@ -71,7 +71,7 @@ from shortlist.reduction.model_selector import (
     parse_step_ids,
 )
 from shortlist.reduction.result import ReductionResult
-from shortlist.reduction.stage import ReductionStage
+from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR, ReductionStage
 from shortlist.tokens import (
     CachedCounter,
     HeuristicCounter,
@@ -82,6 +82,7 @@ from shortlist.tokens import (
 )
 
 __all__ = [
+    "DEFAULT_LOCAL_SELECTOR",
     "PLAIN_TEXT_TRANSPORT",
     "SELECTOR_JSON_TRANSPORT",
     "SUMMARY_PREFIX",

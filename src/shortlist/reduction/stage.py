@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from shortlist import telemetry
 from shortlist.errors import ConfigError, ContextBudgetError
@@ -37,7 +38,12 @@ from shortlist.reduction.fragments import ContextFragment
 from shortlist.reduction.result import ReductionResult
 from shortlist.tokens import CachedCounter, TokenCounter, counter_for_model
 
-__all__ = ["ReductionStage"]
+__all__ = ["DEFAULT_LOCAL_SELECTOR", "ReductionStage"]
+
+#: The local step selector every surface reduces with unless told otherwise: the library, the
+#: runtime, ``shortlist reduce`` and ``POST /v1/reduce`` (``relevance`` keeps the exchange the last
+#: question needs; ``newest`` keeps the latest steps that fit).
+DEFAULT_LOCAL_SELECTOR: Literal["newest", "relevance"] = "relevance"
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -144,7 +150,7 @@ class ReductionStage:
         *,
         max_tokens: int | None = None,
         max_chars: int | None = None,
-        selector: str = "relevance",
+        selector: str = DEFAULT_LOCAL_SELECTOR,
         model: str | None = None,
         hooks: Sequence[EventHook] = (),
     ) -> ReductionStage:

@@ -64,6 +64,7 @@ from shortlist.offer import (
     ToolSession,
     default_policy,
 )
+from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.runtime.context import (
     DEFAULT_LOW_WATER,
     GroundingPlacement,
@@ -259,7 +260,7 @@ class Conversation:
         max_rounds: int = 8,
         max_tokens: int | None = None,
         max_chars: int | None = None,
-        reduction: str = "relevance",
+        reduction: str = DEFAULT_LOCAL_SELECTOR,
         low_water: float = DEFAULT_LOW_WATER,
         grounding_tokens: int = 1000,
         grounding_placement: GroundingPlacement = "history",

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shortlist.errors import ContextBudgetError
+from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.routes import MAX_TEXT_CHARS, PositiveJsonInt
@@ -75,7 +76,9 @@ class ReduceRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000, description="OpenAI chat messages.")
     max_tokens: PositiveJsonInt | None = Field(default=None, description="Token budget.")
     max_chars: PositiveJsonInt | None = Field(default=None, description="Character budget.")
-    selector: Literal["newest", "relevance"] = Field(default="newest", description="Local step selector.")
+    selector: Literal["newest", "relevance"] = Field(
+        default=DEFAULT_LOCAL_SELECTOR, description="Local step selector (default `relevance`, as everywhere)."
+    )
     model: str | None = Field(default=None, description="Model name choosing the tokenizer (default o200k_base).")
 
 
