@@ -20,6 +20,7 @@ from shortlist.offer import (
     ToolSearched,
     ToolSession,
     decide_offer,
+    search_tools,
 )
 from shortlist.selection import FunctionSelector
 from shortlist.selection.base import Selector
@@ -314,9 +315,10 @@ def test_the_servers_a_conversation_called_weigh_in_the_prefetch_and_the_search(
     assert plain.offer("show the file").prefetched == ("web_get", "web_post", "web_put")
     used = ToolSession(sl, prefetch_max=3, state=OfferState(called=("fs_cd",)))  # the default boost
     assert used.offer("show the file").prefetched[0] == "fs_cat"  # 0.45 + boost beats 0.6
-    found = ToolSession(sl, state=OfferState(turns=1, called=("fs_cd",))).search("list the files", k=1)
+    called = OfferState(turns=1, called=("fs_cd",))
+    found = search_tools(sl, called, "list the files", policy="deferred", k=1, suite_boost=0.3).found
     assert [c.id for c in found] == ["fs_cat"]
-    unboosted = ToolSession(sl, suite_boost=0, state=OfferState(turns=1, called=("fs_cd",)))
+    unboosted = ToolSession(sl, state=called)  # a session's search takes no boost by default
     assert [c.id for c in unboosted.search("list the files", k=1)] == ["web_get"]
 
 
@@ -362,3 +364,12 @@ def test_prices_are_finite_and_non_negative(bad: float) -> None:
         Prices(cache_write=bad)
     with pytest.raises(ConfigError, match="finite"):
         Prices(cache_read=bad)
+
+
+def test_a_search_weighs_the_servers_of_tools_the_conversation_can_already_call() -> None:
+    """The called tool is loaded, so the search's pool no longer holds it: its server must still count."""
+    scores = {"web_get": 0.6, "web_post": 0.59, "fs_cat": 0.45, "fs_ls": 0.1}
+    sl = Shortlist(_SUITES, selector=_Scored(scores))
+    state = OfferState(loaded=("fs_cd",), called=("fs_cd",), turns=1)
+    found = search_tools(sl, state, "list the files", policy="deferred", k=1, suite_boost=0.3).found
+    assert [c.id for c in found] == ["fs_cat"]

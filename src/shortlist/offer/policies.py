@@ -65,7 +65,7 @@ DEFAULT_PREFETCH = 3
 DEFAULT_PREFETCH_MAX = 6
 DEFAULT_PREFETCH_FLAT = 0.05
 #: What a tool of a server or suite the conversation already called gains on its score before the
-#: prefetch and a search's results are chosen (in the default hybrid's score units).
+#: prefetch is chosen (in the default hybrid's score units; a search takes it as an option, off).
 DEFAULT_SUITE_BOOST = 0.3
 #: The query of the synthetic ``find_tools`` call that carries a turn's prefetched tools (a
 #: label for the model: the user's message is right above it, so it is not repeated).
@@ -107,7 +107,7 @@ class _Turn:
     shortlist: Shortlist
     query: str | Query | Sequence[Mapping[str, Any]]
     eligible: tuple[Candidate, ...]
-    eligible_ids: set[str]
+    by_id: dict[str, Candidate]  # the eligible candidates by id
     state: OfferState  # repaired: only tools the catalog holds
     previous_block: tuple[str, ...]
     k: int | None
@@ -195,12 +195,12 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
                 companions = o.co_usage.companions(ranked, exclude=exclude)
-                prefetched += tuple(i for i in companions if i in t.eligible_ids)
+                prefetched += tuple(i for i in companions if i in t.by_id)
     return block, reason, selection, prefetched
 
 
 def suite_reranked(
-    turn: TurnSelection, candidates: Sequence[Candidate], used: Sequence[str], boost: float
+    turn: TurnSelection, by_id: Mapping[str, Candidate], used: Sequence[str], boost: float
 ) -> tuple[list[str], dict[str, float]]:
     """``turn``'s ranking with ``boost`` added to the tools of a server or suite among ``used``'s.
 
@@ -208,7 +208,6 @@ def suite_reranked(
     """
     scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
     if boost > 0 and used:
-        by_id = {c.id: c for c in candidates}
         groups = {candidate_group(by_id[i]) for i in used if i in by_id} - {None}
         for i in scores:
             if candidate_group(by_id[i]) in groups:
@@ -231,7 +230,7 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     ``prefetch_flat`` of the first: a flat top means the ranking cannot tell, and recall is cheaper
     than a search round trip.
     """
-    order, scores = suite_reranked(turn, t.eligible, t.state.called, o.suite_boost)
+    order, scores = suite_reranked(turn, t.by_id, t.state.called, o.suite_boost)
     n = min(o.prefetch, len(order))
     top = scores[order[0]] if order else 0.0
     while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
@@ -298,13 +297,13 @@ def decide_offer(
     """
     policy = check_policy(policy)
     eligible = tuple(shortlist.catalog if candidates is None else candidates)
-    eligible_ids = {c.id for c in eligible}
+    by_id = {c.id: c for c in eligible}
     turn = _Turn(
         shortlist=shortlist,
         query=query,
         eligible=eligible,
-        eligible_ids=eligible_ids,
-        state=repaired(shortlist, state, eligible_ids, hooks),
+        by_id=by_id,
+        state=repaired(shortlist, state, by_id.keys(), hooks),
         previous_block=state.block,
         k=k,
         hooks=hooks,
@@ -323,7 +322,7 @@ def decide_offer(
     )
     block, reason, selection, prefetched = _POLICIES[policy](turn, options)
     state = turn.state
-    loaded = tuple(i for i in (*state.loaded, *prefetched) if i in eligible_ids and i not in block)
+    loaded = tuple(i for i in (*state.loaded, *prefetched) if i in by_id and i not in block)
     changed = not turn.first and block != turn.previous_block
     new_state = replace(
         state, block=block, loaded=loaded, turns=bump(state.turns), changes=bump(state.changes, 1 if changed else 0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, EventHook, emit
-from shortlist.offer.policies import DEFAULT_SUITE_BOOST, RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
+from shortlist.offer.policies import RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
 from shortlist.offer.prices import Prices, widened
 from shortlist.offer.state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection.cousage import CoUsage
@@ -93,7 +93,7 @@ def search_tools(
     prefix_tokens: int = 0,
     prices: Prices | None = None,
     horizon: int = 5,
-    suite_boost: float = DEFAULT_SUITE_BOOST,
+    suite_boost: float = 0.0,
     hooks: Sequence[EventHook] = (),
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
@@ -104,11 +104,13 @@ def search_tools(
     costs less than the changes still expected, the whole catalog joins instead). With
     ``co_usage``, the tools usually called with the found ones come along. ``suite_boost``: the
     tools of the servers or suites the conversation called or loaded gain it before the top ``k``
-    are taken (the ranking is read deeper for it).
+    are taken (the ranking is read deeper for it). Off by default: a search is usually for what the
+    servers in use lack, and with it on the 128-tool set completed 0.963 of turns instead of 0.976.
     """
     policy = check_policy(policy)
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
-    state = repaired(shortlist, state, {c.id for c in catalog}, hooks)
+    by_id = {c.id: c for c in catalog}
+    state = repaired(shortlist, state, by_id.keys(), hooks)
     available = set(state.available)
     pool = tuple(c for c in catalog if c.id not in available)
     if not pool or not query.strip() or k <= 0:
@@ -118,10 +120,11 @@ def search_tools(
     turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
     fallback, selector = turn.fallback, turn.selector
     if turn.narrowed and suite_boost > 0:
-        order, scores = suite_reranked(turn, pool, (*state.called, *state.available), suite_boost)
-        pool_by_id = {c.id: c for c in pool}
+        # the servers of what the conversation called or can call (looked up in the whole catalog:
+        # the pool holds none of them)
+        order, scores = suite_reranked(turn, by_id, (*state.called, *state.available), suite_boost)
         pinned = [c for c in turn.surfaced if c.id not in scores]
-        found = (*(pool_by_id[i] for i in order), *pinned)[:k]  # pins after the ranking, as narrowing puts them
+        found = (*(by_id[i] for i in order), *pinned)[:k]  # pins after the ranking, as narrowing puts them
     elif turn.narrowed:
         found = turn.surfaced[:k]
         scores = turn.scores
@@ -138,10 +141,9 @@ def search_tools(
         # nothing shares a word with the query either: say so rather than return arbitrary tools
         found, scores = (lexical.surfaced[:k], lexical.scores) if lexical.narrowed else ((), {})
     if co_usage is not None and found:
-        pool_by_id = {c.id: c for c in pool}
         seen = {c.id for c in found}
         extra = co_usage.companions([c.id for c in found], exclude=available | seen)
-        found = (*found, *(pool_by_id[i] for i in extra if i in pool_by_id))
+        found = (*found, *(by_id[i] for i in extra if i in by_id))
     ids = tuple(c.id for c in found)
     if policy == "deferred":
         state = replace(state, loaded=state.loaded + ids)

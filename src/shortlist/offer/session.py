@@ -152,7 +152,6 @@ class ToolSession:
             prefix_tokens=prefix_tokens,
             prices=self.prices,
             horizon=self.horizon,
-            suite_boost=self.suite_boost,
             hooks=hooks,
         )
         self.state = result.state

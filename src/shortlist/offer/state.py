@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -194,7 +195,9 @@ def binding_hooks(shortlist: Shortlist, extra: Sequence[EventHook]) -> tuple[Eve
     return (*shortlist.hooks, *extra)
 
 
-def repaired(shortlist: Shortlist, state: OfferState, eligible_ids: set[str], hooks: Sequence[EventHook]) -> OfferState:
+def repaired(
+    shortlist: Shortlist, state: OfferState, eligible_ids: AbstractSet[str], hooks: Sequence[EventHook]
+) -> OfferState:
     """``state`` without the tools the catalog no longer holds (a catalog may change between turns)."""
     dropped = tuple(dict.fromkeys(i for i in (*state.block, *state.loaded) if i not in eligible_ids))
     if not dropped:
