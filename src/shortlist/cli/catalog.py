@@ -104,7 +104,9 @@ def _enrich(args: argparse.Namespace) -> int:
         tokens = out["tokens"]
         lines = [
             f"{report.tools} tools: {report.generated} enriched, {report.cached} already were, {report.failed} failed "
-            f"({report.examples} requests written to {settings.db})",
+            f"({report.examples} requests written to {settings.db}"
+            + (f"; {report.dropped} dropped as not requests for their tool" if report.dropped else "")
+            + ")",
             f"model {report.model}: {report.requests} requests, {report.retries} retries, "
             f"{tokens['prompt']} prompt + {tokens['completion']} completion tokens"
             + (" (estimated: chars / 4)" if tokens["estimated"] else ""),
