@@ -20,7 +20,9 @@ from shortlist.errors import MissingDependencyError
 try:
     import psycopg
 except ImportError as exc:  # the stores name their extra; this says the same
-    raise MissingDependencyError("PostgreSQL needs psycopg: pip install 'shortlist[postgres]'") from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"PostgreSQL needs psycopg: {pip_install('postgres')}") from exc
 
 __all__ = ["IdlePool", "first_line", "migrate"]
 

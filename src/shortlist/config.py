@@ -413,6 +413,53 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return "".join(parts)
 
 
+def _misplaced(data: Mapping[str, Any], exc: ValidationError) -> tuple[str, str] | None:
+    """A diagnosis for keys in the wrong place, when that is what failed: ``(path, message)`` or None.
+
+    Two mistakes read as "unknown key" otherwise, and the message then names the wrong culprit:
+
+    * spec sections at the top level (``selectors:`` without the ``spec:`` wrapper): "remove
+      `selectors`" is the wrong fix; the sections belong under ``spec:``;
+    * a selector's key indented one level too little (``options:`` beside the selectors, under
+      ``selectors:``): it is read as a selector named ``options`` and its own keys are blamed
+      ("unknown key `top_k`"); it belongs under the selector it configures.
+    """
+    errors = exc.errors()
+    spec_keys = set(RuntimeSpec.model_fields)
+    top = [
+        str(e["loc"][0])
+        for e in errors
+        if e["type"] == "extra_forbidden" and len(e["loc"]) == 1 and str(e["loc"][0]) in spec_keys
+    ]
+    if top:
+        keys = ", ".join(f"`{k}:`" for k in dict.fromkeys(top))
+        if "spec" not in data:
+            return top[0], (
+                f"{keys} must be under `spec:`: this file has no `spec:` wrapper. Put `spec:` at the top level "
+                "and indent the sections under it (apiVersion, kind and metadata stay at the top)"
+            )
+        return top[0], f"{keys} must be under `spec:`, not at the top level: indent it under `spec:`"
+    selector_keys = set(SelectorConfig.model_fields)
+    for e in errors:
+        loc = tuple(e["loc"])
+        if len(loc) >= 3 and loc[:2] == ("spec", "selectors") and str(loc[2]) in selector_keys:
+            key = str(loc[2])
+            spec = data.get("spec")
+            selectors = spec.get("selectors") if isinstance(spec, Mapping) else None
+            before: list[str] = []
+            for n in selectors if isinstance(selectors, Mapping) else ():
+                if n == key:
+                    break
+                if n not in selector_keys:
+                    before.append(str(n))
+            owner = f"`{before[-1]}:`" if before else "its selector"
+            return f"spec.selectors.{key}", (
+                f"`{key}:` is indented directly under `selectors:`, so it reads as a selector named {key!r}; "
+                f"`{key}` is a key of a selector: indent it under the selector it configures (e.g. {owner})"
+            )
+    return None
+
+
 def parse_runtime_config(data: Mapping[str, Any] | None, *, source: str = "<config>") -> RuntimeConfig:
     """Validate an already-parsed config mapping.
 
@@ -426,6 +473,9 @@ def parse_runtime_config(data: Mapping[str, Any] | None, *, source: str = "<conf
     try:
         config = RuntimeConfig.model_validate(dict(data))
     except ValidationError as exc:
+        misplaced = _misplaced(data, exc)
+        if misplaced is not None:
+            raise ConfigError(misplaced[1], source=source, path=misplaced[0]) from None
         err = exc.errors()[0]
         path = _format_loc(tuple(err["loc"]))
         msg = str(err["msg"]).removeprefix("Value error, ")

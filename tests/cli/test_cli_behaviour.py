@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shortlist._install import install_origin, pip_install_for
 from terminal import run_on_terminal
 
 pytestmark = pytest.mark.slow  # every test runs the CLI as subprocesses
@@ -130,13 +131,15 @@ def test_a_missing_extra_is_an_install_hint(args: list[str], extra: str, tmp_pat
         text=True,
         timeout=180,
         cwd=REPO,
-        env=env(tmp_path / "cache", PYTHONPATH=str(tmp_path)),
+        env=env(
+            tmp_path / "cache", PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+        ),
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("shortlist: error:")
-    assert f"pip install 'shortlist[{extra}]'" in lines[0]
+    assert pip_install_for(install_origin(), extra, cwd=REPO) in lines[0]  # the command for this installation
 
 
 # -- progress ----------------------------------------------------------------------------------

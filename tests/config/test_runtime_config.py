@@ -82,6 +82,64 @@ def test_config_errors_name_file_path_and_fix(tmp_path: Path, spec: dict[str, ob
     assert words in msg, msg
 
 
+NO_WRAPPER = """
+apiVersion: v1
+kind: RuntimeConfig
+selectors:
+  tools:
+    type: bm25
+tool_selector: tools
+"""
+
+OPTIONS_TOO_LITTLE_INDENTED = """
+apiVersion: v1
+kind: RuntimeConfig
+spec:
+  selectors:
+    first: {type: bm25}
+    tools:
+      type: hybrid
+    options:
+      top_k: 5
+  tool_selector: tools
+"""
+
+
+def test_a_config_without_the_spec_wrapper_says_so(tmp_path: Path) -> None:
+    """Issue 27, item 24: it said "unknown key 'selectors'; remove it"."""
+    with pytest.raises(ConfigError) as exc:
+        load_runtime_config(write(tmp_path, NO_WRAPPER))
+    msg = str(exc.value)
+    assert "no `spec:` wrapper" in msg and "`selectors:`, `tool_selector:` must be under `spec:`" in msg, msg
+    assert "remove" not in msg and "and 1 more" not in msg, msg
+
+
+def test_a_spec_section_beside_spec_is_told_to_move_under_it() -> None:
+    with pytest.raises(ConfigError, match=r"`selectors:` must be under `spec:`, not at the top level"):
+        parse_runtime_config({"spec": {}, "selectors": {"tools": {"type": "bm25"}}})
+
+
+def test_a_selector_key_indented_under_selectors_names_the_indentation(tmp_path: Path) -> None:
+    """Issue 27, item 24: `options:` one level too little indented blamed `top_k`."""
+    with pytest.raises(ConfigError) as exc:
+        load_runtime_config(write(tmp_path, OPTIONS_TOO_LITTLE_INDENTED))
+    msg = str(exc.value)
+    assert "spec.selectors.options" in msg and "indented directly under `selectors:`" in msg, msg
+    assert "indent it under the selector it configures (e.g. `tools:`)" in msg, msg
+    assert "top_k" not in msg, msg
+
+
+def test_a_type_indented_as_a_selector_names_the_indentation() -> None:
+    spec = {"selectors": {"tools": None, "type": "bm25"}}  # `type:` written at the level of `tools:`
+    with pytest.raises(ConfigError, match=r"`type:` is indented directly under `selectors:`.*`tools:`"):
+        parse_runtime_config({"spec": spec})
+
+
+def test_a_selector_that_is_named_like_a_key_and_valid_still_loads() -> None:
+    cfg = parse_runtime_config({"spec": {"selectors": {"options": {"type": "bm25"}}}})
+    assert "options" in cfg.spec.active_selectors
+
+
 def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_runtime_config(tmp_path / "missing.yaml")

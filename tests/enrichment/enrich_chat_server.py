@@ -4,7 +4,8 @@ It reads the tool names out of the enrichment prompt (``name: ...`` lines inside
 ``<tool number="N">`` fences) and answers, per request, what its ``answer`` function returns
 for those names: by default ``{"N": [requests]}`` with requests made from each name. It
 records every request body, can fail the first ``fail_first`` requests with HTTP 500, and
-reports ``usage`` tokens like a real provider.
+reports ``usage`` tokens like a real provider. ``keep_alive`` answers HTTP/1.1 and keeps the
+connection open as real providers do (the client's pool then holds a live connection).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class ChatServer:
     in_flight: int = 0
     max_in_flight: int = 0
     delay_s: float = 0.0
+    keep_alive: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -66,6 +68,8 @@ def chat_server(**options: Any) -> Iterator[ChatServer]:
     state = ChatServer(**options)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if state.keep_alive else "HTTP/1.0"
+
         def log_message(self, *args: object) -> None:
             pass
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,33 @@ def test_enrich_then_show(tmp_path: Path, catalog: Path, capsys: pytest.CaptureF
     assert main(["catalog", "show", "--db", str(db), "--tool", "flights"]) == 0
     shown = capsys.readouterr().out
     assert "2 tools enriched" in shown and "  - Please help me with flights task 0" in shown
+
+
+@pytest.mark.slow  # the CLI as a process against a keep-alive server
+def test_enrich_against_a_keep_alive_server_exits_0_with_its_json(tmp_path: Path, catalog: Path) -> None:
+    """Issue 27, item 6: a pooled keep-alive connection was closed from a second event loop.
+
+    Real providers keep the connection open; closing the client after the run's loop ended
+    raised "Event loop is closed" (exit 1, a traceback, no JSON) after the examples were saved.
+    """
+    db = tmp_path / "fb.sqlite"
+    with chat_server(keep_alive=True) as srv:
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-m", "shortlist.cli", "catalog", "enrich", "--catalog", str(catalog)),
+                *("--db", str(db), "--base-url", srv.base_url, "--model", "m", "--examples", "3", "--json"),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Event loop is closed" not in proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["generated"] == 2 and out["examples"] == 6 and out["failed"] == 0
+    with FeedbackStore(db) as log:
+        assert len(log.examples()["flights"]) == 3
 
 
 def test_failures_exit_1_and_are_listed(tmp_path: Path, catalog: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -80,7 +80,9 @@ def test_table_fits_100_columns_with_integer_tokens(capsys: pytest.CaptureFixtur
     assert expected, "the tiny set should trip bm25 somewhere"
     assert f"misses of bm25: {len(expected)} " in out.out
     assert f"  [{expected[0].kind}] {expected[0].qid}: {expected[0].query}" in out.out
-    assert out.err == ""  # not a terminal: no progress line
+    # not a terminal: whole progress lines (issue 27, item 28), never a redrawn line
+    assert "\r" not in out.err and all(line.startswith("shortlist: eval ") for line in out.err.splitlines())
+    assert "shortlist: eval bm25: queries: 4/4 (100%)" in out.err
 
 
 def test_misses_text_lines_fit_100_columns() -> None:
@@ -181,3 +183,73 @@ def test_progress_moves_during_work_and_clears_its_line() -> None:
         progress.phase("nothing")
         progress.count(1, 2)
     assert quiet.getvalue() == ""
+
+
+# -- issue 27, item 28: progress when stderr is not a terminal; why no-tool queries are misses ----------
+
+
+def test_progress_lines_every_step_and_one_per_uncounted_task() -> None:
+    from shortlist.cli._progress import ProgressLines
+
+    stream = io.StringIO()
+    lines = ProgressLines(stream, step_pct=5, min_interval_s=0)
+    lines.on_report("loading the model", 0, None)
+    lines.on_report("loading the model", 0, None)  # still loading: no second line
+    lines.on_report("loading the model", -1, None)
+    for done in range(0, 1001):
+        lines.on_report("eval bm25: queries", done, 1000)
+    out = stream.getvalue().splitlines()
+    assert out[0] == "shortlist: loading the model …"
+    counted = out[1:]
+    assert len(counted) == 21 and counted[0].startswith("shortlist: eval bm25: queries: 0/1,000 (0%)")
+    assert counted[1].startswith("shortlist: eval bm25: queries: 50/1,000 (5%)")
+    assert counted[-1].startswith("shortlist: eval bm25: queries: 1,000/1,000 (100%)")
+    assert "\r" not in stream.getvalue()
+
+
+def test_progress_lines_are_throttled_and_survive_a_closed_stream() -> None:
+    from shortlist.cli._progress import ProgressLines
+
+    stream = io.StringIO()
+    lines = ProgressLines(stream, min_interval_s=3600)  # a fast task: its start and its end only
+    for done in range(101):
+        lines.on_report("t", done, 100)
+    assert [line.split(":")[2].split()[0] for line in stream.getvalue().splitlines()] == ["0/100", "100/100"]
+    stream.close()
+    lines.on_report("u", 1, 10)  # the reader went away: the work goes on
+    lines.note("still fine")
+    with pytest.raises(ValueError):
+        ProgressLines(io.StringIO(), step_pct=0)
+
+
+def test_eval_piped_prints_progress_lines_and_no_progress_silences_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--dataset", str(TINY), "--selector", "bm25"]) == 0
+    err = capsys.readouterr().err
+    assert "shortlist: eval bm25: loading the selector and indexing 6 tools" in err
+    assert "shortlist: eval bm25: queries: 1/4 (25%)" in err and "queries: 4/4 (100%)" in err
+    assert main(["eval", "--dataset", str(CONV), "--selector", "bm25", "--strategies", "all"]) == 0
+    err = capsys.readouterr().err
+    assert "shortlist: eval bm25: replaying all @0: 0/3 (0%)" in err and "replaying all @0: 3/3 (100%)" in err
+    assert main(["eval", "--dataset", str(TINY), "--selector", "bm25", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def _report(no_tool: int, abstention: float) -> dict[str, object]:
+    return {
+        "queries": 10,
+        "queries_no_tool": no_tool,
+        "abstention": abstention,
+        "tokens": {"counter": "c", "all": 10, "selected_mean": 5.0, "reduction": 0.5},
+        "latency_ms": {"p50": 1.0, "p99": 2.0},
+        "build_s": 0.1,
+        "splits": {"s": {}},
+    }
+
+
+def test_the_report_says_why_no_tool_queries_are_misses_without_abstention() -> None:
+    page = render_html(title="t", reports={"bm25": _report(3, 0.0), "tuned": _report(3, 0.67)}, k=5)
+    note = page[page.index('class="note"') :]
+    assert "Never abstained: bm25 (3 no-tool queries)" in note and "tuned" not in note.split("</p>")[0]
+    assert "<code>min_score</code>" in note and "top 5 tools on every turn" in note and "--curve" in note
+    assert 'class="note"' not in render_html(title="t", reports={"bm25": _report(0, 0.0)})  # no no-tool query
+    assert 'class="note"' not in render_html(title="t", reports={"tuned": _report(3, 0.67)})

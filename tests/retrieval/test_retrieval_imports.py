@@ -32,4 +32,4 @@ def test_missing_qdrant_client_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("MissingDependencyError")
-    assert "shortlist[qdrant]" in out.stdout
+    assert "[qdrant]'" in out.stdout

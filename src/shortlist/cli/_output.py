@@ -89,4 +89,6 @@ def missing_module_hint(exc: ModuleNotFoundError) -> str | None:
     extra = _EXTRAS.get(top)
     if extra is None:
         return None
-    return f"this command needs the '{extra}' extra ({top} is not installed): pip install 'shortlist[{extra}]'"
+    from shortlist._install import pip_install
+
+    return f"this command needs the '{extra}' extra ({top} is not installed): {pip_install(extra)}"

@@ -1,9 +1,14 @@
-"""The CLI's progress line on stderr: what runs now (model load, embedding, indexing) and for how long.
+"""The CLI's progress on stderr: what runs now (model load, embedding, indexing) and how far it is.
 
 :func:`progress_line` listens to :mod:`shortlist.progress` while a command works and redraws one
 line of stderr ten times a second, so it moves even while one long call (loading the model)
 runs. It is off when stderr is not a terminal or with ``--no-progress``; the line is erased
 when the command is done, so stdout's output is all that stays.
+
+:class:`ProgressLines` is the form for a stderr that is not a terminal (a log file, a pipe, CI),
+for commands that run for minutes (``shortlist eval``): no redrawing, but a whole line when a
+task starts and each time a counted task passes another few percent, so a log shows the work
+moving instead of minutes of silence (:func:`progress_lines_wanted` says when).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, TextIO
 
 from shortlist.progress import listen
 
-__all__ = ["add_progress_flag", "progress_line", "progress_wanted"]
+__all__ = ["ProgressLines", "add_progress_flag", "progress_line", "progress_lines_wanted", "progress_wanted"]
 
 _SPIN = "|/-\\"
 
@@ -41,6 +46,73 @@ def progress_wanted(args: argparse.Namespace, stream: TextIO | None = None) -> b
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def progress_lines_wanted(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
+    """Whether to write :class:`ProgressLines`: stderr is not a terminal and ``--no-progress`` was not given."""
+    stream = stream or sys.stderr
+    if getattr(args, "no_progress", False) or getattr(args, "quiet", False):
+        return False
+    return not progress_wanted(args, stream)
+
+
+class ProgressLines:
+    """Progress as whole lines (``shortlist: TASK: DONE/TOTAL (P%), S s``), for a stderr that is not a terminal.
+
+    A :mod:`shortlist.progress` listener (:meth:`on_report`): a counted task writes a line when it
+    starts, each time it passes another ``step_pct`` percent (at most one line per
+    ``min_interval_s`` of a task, so a task of a few seconds is two lines), and when it ends; an
+    uncounted task (loading a model) a line when it starts. :meth:`note` writes a line of its own
+    (a phase). A stream that fails (a closed pipe) ends the lines, never the work.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, step_pct: float = 5.0, min_interval_s: float = 1.0) -> None:
+        if not 0 < step_pct <= 100 or min_interval_s < 0:
+            raise ValueError("step_pct must be in (0, 100] and min_interval_s >= 0")
+        self.stream = stream or sys.stderr
+        self.step_pct = float(step_pct)
+        self.min_interval_s = float(min_interval_s)
+        self._lock = threading.Lock()
+        self._tasks: dict[str, tuple[int, float, float]] = {}  # task -> (last step written, started, written at)
+        self._broken = False
+
+    def _write(self, text: str) -> None:
+        if self._broken:
+            return
+        try:
+            self.stream.write(f"shortlist: {text}\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            self._broken = True
+
+    def note(self, text: str) -> None:
+        """Write ``text`` as a line of its own."""
+        with self._lock:
+            self._write(text)
+
+    def on_report(self, task: str, done: int, total: int | None) -> None:
+        """A :data:`shortlist.progress.ProgressListener`: write a line when ``task`` has moved a step."""
+        now = time.monotonic()
+        with self._lock:
+            ended = done < 0 or (total is not None and total > 0 and done >= total)
+            known = self._tasks.get(task)
+            if not total:  # uncounted work: a line when it starts
+                if ended:
+                    self._tasks.pop(task, None)
+                elif known is None:
+                    self._tasks[task] = (0, now, now)
+                    self._write(f"{task} …")
+                return
+            started = known[1] if known is not None else now
+            if ended:
+                self._tasks.pop(task, None)
+                if done >= 0:
+                    self._write(f"{task}: {total:,}/{total:,} (100%), {now - started:.1f} s")
+                return
+            step = int(done * 100 / total // self.step_pct)
+            if known is None or (step > known[0] and now - known[2] >= self.min_interval_s):
+                self._tasks[task] = (step, started, now)
+                self._write(f"{task}: {done:,}/{total:,} ({done * 100 // total}%), {now - started:.1f} s")
 
 
 class _Line:

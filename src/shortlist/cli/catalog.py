@@ -55,10 +55,11 @@ def _missing_action() -> int:
 
 
 def _enrich(args: argparse.Namespace) -> int:
+    import asyncio
     from pathlib import Path
 
     from shortlist.adapters.catalog import load_catalog
-    from shortlist.enrichment import CatalogEnricher, EnrichmentStore
+    from shortlist.enrichment import CatalogEnricher, EnrichmentReport, EnrichmentStore
     from shortlist.enrichment.config import enrichment_settings
     from shortlist.errors import ConfigError
 
@@ -80,16 +81,21 @@ def _enrich(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.catalog}: the catalog has no tools")
     Path(settings.db).parent.mkdir(parents=True, exist_ok=True)
     model = settings.build_model()
-    try:
-        with EnrichmentStore(settings.db) as store, progress_line(args):
-            enricher = CatalogEnricher(model, store=store, **settings.enricher_options())
-            report = enricher.enrich(catalog, force=args.force)
-    finally:
-        close = getattr(model, "aclose", None)
-        if close is not None:
-            import asyncio
 
-            asyncio.run(close())
+    async def run(store: EnrichmentStore) -> EnrichmentReport:
+        # One event loop for the requests and the client's close: an HTTP model's pooled
+        # keep-alive connections belong to the loop that opened them, and closing them from a
+        # second asyncio.run() raised "Event loop is closed" after the examples were saved.
+        try:
+            enricher = CatalogEnricher(model, store=store, **settings.enricher_options())
+            return await enricher.aenrich(catalog, force=args.force)
+        finally:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+    with EnrichmentStore(settings.db) as store, progress_line(args):
+        report = asyncio.run(run(store))
     out = report.to_dict()
     out["db"] = settings.db
     if args.json:
@@ -98,7 +104,9 @@ def _enrich(args: argparse.Namespace) -> int:
         tokens = out["tokens"]
         lines = [
             f"{report.tools} tools: {report.generated} enriched, {report.cached} already were, {report.failed} failed "
-            f"({report.examples} requests written to {settings.db})",
+            f"({report.examples} requests written to {settings.db}"
+            + (f"; {report.dropped} dropped as not requests for their tool" if report.dropped else "")
+            + ")",
             f"model {report.model}: {report.requests} requests, {report.retries} retries, "
             f"{tokens['prompt']} prompt + {tokens['completion']} completion tokens"
             + (" (estimated: chars / 4)" if tokens["estimated"] else ""),

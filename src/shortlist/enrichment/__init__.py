@@ -12,11 +12,13 @@ from shortlist.enrichment.enricher import (
     EnrichmentFailed,
     EnrichmentOutputRejected,
     EnrichmentReport,
+    EnrichmentRequestsDropped,
     EnrichmentRetry,
     PromptModel,
     enrich_catalog,
 )
 from shortlist.enrichment.prompt import PROMPT_VERSION, build_prompt, clean_request, content_hash, parse_answer
+from shortlist.enrichment.screen import RequestScreen
 from shortlist.enrichment.store import EnrichmentStore, GeneratedSet
 
 __all__ = [
@@ -27,10 +29,12 @@ __all__ = [
     "EnrichmentFailed",
     "EnrichmentOutputRejected",
     "EnrichmentReport",
+    "EnrichmentRequestsDropped",
     "EnrichmentRetry",
     "EnrichmentStore",
     "GeneratedSet",
     "PromptModel",
+    "RequestScreen",
     "build_prompt",
     "clean_request",
     "content_hash",

@@ -12,7 +12,10 @@ one tool's description can never steer another tool's requests); a failed or unu
 answer is retried with exponential backoff; progress goes to :mod:`shortlist.progress` (the
 CLI draws it on stderr); the
 report counts the tokens the provider reported (or an estimate, chars / 4, for a callable
-that returns only text). Each retry, failure, rejected output and the summary is an event.
+that returns only text). Requests that do not read as requests for their tool (they name
+another tool of the catalog, or address the assistant's instructions) are dropped and counted
+(:mod:`shortlist.enrichment.screen`). Each retry, failure, rejected output, dropped request
+and the summary is an event.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from shortlist.enrichment.prompt import build_prompt, content_hash, parse_answer
+from shortlist.enrichment.screen import RequestScreen
 from shortlist.enrichment.store import EnrichmentStore, GeneratedSet
 from shortlist.errors import ConfigError, ModelError
 from shortlist.events import Event, emit
@@ -45,6 +49,7 @@ __all__ = [
     "EnrichmentFailed",
     "EnrichmentOutputRejected",
     "EnrichmentReport",
+    "EnrichmentRequestsDropped",
     "EnrichmentRetry",
     "PromptModel",
     "enrich_catalog",
@@ -100,6 +105,25 @@ class EnrichmentOutputRejected(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EnrichmentRequestsDropped(Event):
+    """Generated requests that do not read as requests for their tool were dropped (see ``enrichment/screen.py``).
+
+    ``reasons`` are ``names_other_tool`` (the request names another tool of the catalog) and
+    ``addresses_instructions`` (it addresses the assistant's instructions instead of asking for
+    a task); ``sample`` is the first dropped request, cut to 200 characters.
+    """
+
+    name: ClassVar[str] = "enrichment.requests_dropped"
+    area: ClassVar[str] = "enrichment"
+    level: int = logging.WARNING
+    model: str = ""
+    tool: str = ""
+    dropped: int = 0
+    reasons: tuple[str, ...] = ()
+    sample: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnrichmentCompleted(Event):
     """An enrichment run finished: tools generated, cached, failed, and the tokens it spent."""
 
@@ -112,6 +136,7 @@ class EnrichmentCompleted(Event):
     cached: int = 0
     failed: int = 0
     requests: int = 0
+    dropped: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     estimated_tokens: bool = False
@@ -127,6 +152,7 @@ class EnrichmentReport:
     cached: int = 0
     failed: int = 0
     examples: int = 0
+    dropped: int = 0
     requests: int = 0
     retries: int = 0
     prompt_tokens: int = 0
@@ -149,6 +175,7 @@ class EnrichmentReport:
             "cached": self.cached,
             "failed": self.failed,
             "examples": self.examples,
+            "dropped": self.dropped,
             "requests": self.requests,
             "retries": self.retries,
             "tokens": {
@@ -327,6 +354,7 @@ class CatalogEnricher:
         start = time.perf_counter()
         unique = list({c.id: c for c in candidates}.values())
         report = EnrichmentReport(model=self.model_id, tools=len(unique))
+        screen = RequestScreen.build(unique)
         todo = self.pending(unique, force=force)
         todo_ids = {c.id for c in todo}
         for c in unique:
@@ -345,7 +373,7 @@ class CatalogEnricher:
         async def run(batch: list[Candidate]) -> None:
             nonlocal done
             async with sem:
-                await self._run_batch(batch, report)
+                await self._run_batch(batch, report, screen)
             done += len(batch)
             progress_report(task, done, len(todo))
 
@@ -363,6 +391,7 @@ class CatalogEnricher:
                 cached=report.cached,
                 failed=report.failed,
                 requests=report.requests,
+                dropped=report.dropped,
                 prompt_tokens=report.prompt_tokens,
                 completion_tokens=report.completion_tokens,
                 estimated_tokens=report.estimated_tokens,
@@ -370,7 +399,7 @@ class CatalogEnricher:
         )
         return report
 
-    async def _run_batch(self, batch: list[Candidate], report: EnrichmentReport) -> None:
+    async def _run_batch(self, batch: list[Candidate], report: EnrichmentReport, screen: RequestScreen) -> None:
         remaining = list(batch)
         error = ""
         attempts = 0
@@ -412,7 +441,19 @@ class CatalogEnricher:
             done: list[Candidate] = []
             share = len(remaining)
             for num, c in enumerate(remaining, 1):
-                got = parsed.requests.get(num, [])
+                got, dropped = screen.split(parsed.requests.get(num, []), c)
+                if dropped:
+                    report.dropped += sum(dropped.values())
+                    first = next(r for r in parsed.requests[num] if r not in got)
+                    emit(
+                        EnrichmentRequestsDropped(
+                            model=self.model_id,
+                            tool=c.id,
+                            dropped=sum(dropped.values()),
+                            reasons=tuple(sorted(dropped)),
+                            sample=first[:200],
+                        )
+                    )
                 if len(got) < MIN_USABLE:
                     continue
                 s = GeneratedSet(

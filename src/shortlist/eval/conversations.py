@@ -56,6 +56,7 @@ from shortlist.offer import (
     Prices,
     ToolSession,
 )
+from shortlist.progress import report as progress_report
 from shortlist.selection.cousage import CoUsage
 from shortlist.tokens import default_counter, definition_text
 from shortlist.types import Candidate
@@ -413,7 +414,12 @@ class _Replay:
 
 
 def _iter(cases: Sequence[ConversationCase], desc: str, progress: bool) -> Iterator[ConversationCase]:
-    yield from tqdm(cases, desc=desc, unit="conv", file=sys.stderr, disable=not progress)
+    """The cases, with a bar on stderr when ``progress`` and each one reported to :mod:`shortlist.progress`."""
+    task = f"replaying {desc}"
+    progress_report(task, 0, len(cases))
+    for done, case in enumerate(tqdm(cases, desc=desc, unit="conv", file=sys.stderr, disable=not progress), 1):
+        yield case
+        progress_report(task, done, len(cases))
 
 
 def run_conversation_eval(

@@ -385,7 +385,28 @@ def _conversation_section(report: Mapping[str, Any]) -> str:
     return f"<section><h2>Across a conversation</h2>{summary}{table}{charts}</section>"
 
 
-def _misses_section(misses: Sequence[Miss], counts: Mapping[str, int], k: int) -> str:
+def _no_tool_note(reports: Mapping[str, Mapping[str, Any]], k: int) -> str:
+    """Why no-tool queries are misses for selectors that never abstained (empty when none did not)."""
+    never = [
+        (name, int(rep.get("queries_no_tool") or 0))
+        for name, rep in reports.items()
+        if int(rep.get("queries_no_tool") or 0) > 0 and not rep.get("abstention")
+    ]
+    if not never:
+        return ""
+    who = ", ".join(f"{_e(name)} ({n:,} no-tool queries)" for name, n in never)
+    return (
+        f'<p class="note">Never abstained: {who}. Abstention is off unless a selector has a <code>min_score</code>: '
+        f"without one it offers its top {k} tools on every turn, so every query that no tool fits surfaces more "
+        "than the pins and counts as a <b>no-tool</b> miss. The abstention curve (<code>--curve</code>) shows "
+        "what a threshold would trade: no-tool queries answered with the pins only against Recall@5 on the "
+        "rest; set it as the selector's <code>min_score</code> option.</p>"
+    )
+
+
+def _misses_section(
+    misses: Sequence[Miss], counts: Mapping[str, int], k: int, reports: Mapping[str, Mapping[str, Any]] | None = None
+) -> str:
     selectors = list(counts)
     options = '<option value="">every selector</option>' + "".join(
         f'<option value="{_e(s)}">{_e(s)}</option>' for s in selectors
@@ -410,7 +431,7 @@ def _misses_section(misses: Sequence[Miss], counts: Mapping[str, int], k: int) -
     return (
         f"<section><h2>Misses</h2><p>Queries whose gold tools are not all in the top {k} (<b>missed</b>: none is; "
         "<b>partial</b>: some are not), and no-tool queries where more than pins surfaced (<b>no-tool</b>). "
-        f"Per selector: {listed}.</p>"
+        f"Per selector: {listed}.</p>{_no_tool_note(reports or {}, k)}"
         '<div class="filters"><input id="miss-filter" type="search" placeholder="filter: query, gold or ranked id" '
         f'size="40"><select id="miss-selector">{options}</select><select id="miss-kind">{kinds}</select>'
         f' <span id="miss-count">{len(misses):,}</span> shown</div>'
@@ -496,7 +517,7 @@ def render_html(
             counts[m.selector] = counts.get(m.selector, 0) + 1
             if counts[m.selector] <= MAX_MISSES_PER_SELECTOR:
                 listed.append(m)
-        body.append(_misses_section(listed, counts, k))
+        body.append(_misses_section(listed, counts, k, reports))
     if conversation:
         body.append(_conversation_section(conversation))
     return (

@@ -31,9 +31,9 @@ from shortlist.types import Candidate, Query
 try:
     import psycopg
 except ImportError as exc:  # the store names its extra instead of a traceback
-    raise MissingDependencyError(
-        "the PostgreSQL feedback log needs psycopg: pip install 'shortlist[postgres]'"
-    ) from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"the PostgreSQL feedback log needs psycopg: {pip_install('postgres')}") from exc
 
 from shortlist._pg import IdlePool, first_line, migrate
 

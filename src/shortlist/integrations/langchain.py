@@ -43,9 +43,9 @@ try:
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError(
-        "the LangChain integration needs langchain-core: pip install 'shortlist[langchain]'"
-    ) from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"the LangChain integration needs langchain-core: {pip_install('langchain')}") from exc
 
 __all__ = ["ShortlistMiddleware", "find_tools_tool", "narrowed_tools", "retrieve_tools_functions", "tool_candidates"]
 
@@ -161,7 +161,9 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
 
     def __init__(self, narrower: ToolNarrower | None = None, **options: Any) -> None:
         if _Base is _Middleware:  # pragma: no cover
-            raise MissingDependencyError("ShortlistMiddleware needs langchain>=1: pip install 'shortlist[langchain]'")
+            from shortlist._install import pip_install
+
+            raise MissingDependencyError(f"ShortlistMiddleware needs langchain>=1: {pip_install('langchain')}")
         super().__init__()
         self.narrower = narrower or ToolNarrower(**options)
         self._last: list[BaseTool] = []

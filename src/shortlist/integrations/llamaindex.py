@@ -41,8 +41,10 @@ try:
     from llama_index.core.schema import QueryBundle
     from llama_index.core.tools import BaseTool, FunctionTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from shortlist._install import pip_install
+
     raise MissingDependencyError(
-        "the LlamaIndex integration needs llama-index-core: pip install 'shortlist[llamaindex]'"
+        f"the LlamaIndex integration needs llama-index-core: {pip_install('llamaindex')}"
     ) from exc
 
 __all__ = ["ShortlistToolRetriever"]

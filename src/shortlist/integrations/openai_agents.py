@@ -40,8 +40,10 @@ try:
     from agents.models.interface import Model, ModelProvider
     from agents.models.multi_provider import MultiProvider
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from shortlist._install import pip_install
+
     raise MissingDependencyError(
-        "the OpenAI Agents SDK integration needs openai-agents: pip install 'shortlist[openai-agents]'"
+        f"the OpenAI Agents SDK integration needs openai-agents: {pip_install('openai-agents')}"
     ) from exc
 
 __all__ = ["ShortlistModel", "ShortlistModelProvider", "find_tools_tool", "tool_candidates"]

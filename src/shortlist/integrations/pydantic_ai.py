@@ -40,8 +40,10 @@ try:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from shortlist._install import pip_install
+
     raise MissingDependencyError(
-        "the PydanticAI integration needs pydantic-ai-slim: pip install 'shortlist[pydantic-ai]'"
+        f"the PydanticAI integration needs pydantic-ai-slim: {pip_install('pydantic-ai')}"
     ) from exc
 
 __all__ = ["ShortlistTools", "find_tools_tool", "prepare_tools", "tool_candidates"]

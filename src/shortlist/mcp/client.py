@@ -63,8 +63,10 @@ def require_mcp() -> None:
 
         import mcp  # noqa: F401
     except ImportError as exc:
+        from shortlist._install import pip_install
+
         raise MissingDependencyError(
-            "MCP support needs the 'mcp' extra: pip install 'shortlist[mcp]' (the official `mcp` SDK)"
+            f"MCP support needs the 'mcp' extra: {pip_install('mcp')} (the official `mcp` SDK)"
         ) from exc
 
 

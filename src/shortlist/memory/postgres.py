@@ -53,9 +53,9 @@ try:
     import psycopg
     from psycopg.types.json import Jsonb
 except ImportError as exc:  # the backend names its extra instead of a traceback (shortlist serve, the CLI)
-    raise MissingDependencyError(
-        "the PostgreSQL memory store needs psycopg: pip install 'shortlist[postgres]'"
-    ) from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"the PostgreSQL memory store needs psycopg: {pip_install('postgres')}") from exc
 
 from shortlist.memory.record import Memory, scope_key
 from shortlist.memory.store import MemoryStore, _check_limit, stamp

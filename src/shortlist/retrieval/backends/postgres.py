@@ -68,9 +68,9 @@ try:
     import psycopg
     from psycopg.types.json import Jsonb
 except ImportError as exc:  # the backend names its extra instead of a traceback
-    raise MissingDependencyError(
-        "the PostgreSQL index backend needs psycopg: pip install 'shortlist[postgres]'"
-    ) from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"the PostgreSQL index backend needs psycopg: {pip_install('postgres')}") from exc
 
 __all__ = [
     "SCHEMA_VERSION",

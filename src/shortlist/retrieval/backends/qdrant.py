@@ -32,9 +32,9 @@ from shortlist.text import analyser
 try:
     from qdrant_client import QdrantClient, models
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingDependencyError(
-        "the Qdrant index backend needs qdrant-client: pip install 'shortlist[qdrant]'"
-    ) from exc
+    from shortlist._install import pip_install
+
+    raise MissingDependencyError(f"the Qdrant index backend needs qdrant-client: {pip_install('qdrant')}") from exc
 
 __all__ = ["QdrantBackend"]
 
