@@ -69,7 +69,7 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_default_policy_is_the_formats() -> None:
-    """Like ``/v1/offer`` and the runtime: deferred for openai (the default format, through the bridge) and anthropic."""
+    """Like ``/v1/offer`` and the runtime: deferred for openai (the default format, bridged) and anthropic."""
     plain = json.loads(offer("book a hotel in Rome", "--json").stdout)
     anthropic = json.loads(offer("book a hotel in Rome", "--format", "anthropic", "--json").stdout)
     assert (plain["policy"], anthropic["policy"]) == ("deferred", "deferred")

@@ -25,7 +25,7 @@ from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from sdk_shapes import ShapeError, check
 
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, ModelError
 from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call
 from shortlist.runtime import Conversation, Pack, Tool
 from shortlist.runtime.formats import TOOL_ADDITION_BETA
@@ -313,13 +313,12 @@ def test_responses_format_through_the_sdk_and_our_model(serve: Callable[[Script]
 
 
 def _bridge_script(*calls: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    answers = iter(
-        [
-            {"tool_calls": [_chat_call("s1", "find_tools", {"query": "send an email"})]},
-            *({"tool_calls": [c]} for c in calls),
-            {"content": "done"},
-        ]
-    )
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [_chat_call("s1", "find_tools", {"query": "send an email"})]},
+        *({"tool_calls": [c]} for c in calls),
+        {"content": "done"},
+    ]
+    answers = iter(script)
 
     def model(req: dict[str, Any]) -> dict[str, Any]:
         return {"role": "assistant", "content": "", **next(answers)}
@@ -398,6 +397,20 @@ def test_bridge_arguments_may_arrive_as_json_text() -> None:
 def test_bad_tool_loading_is_a_config_error(kw: dict[str, Any], says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         _conversation(lambda req: {}, **kw)
+
+
+def test_each_http_model_refuses_a_request_in_another_format() -> None:
+    responses_request = {"model": "m", "input": [{"type": "message", "role": "user", "content": "hi"}]}
+    chat = OpenAIChatModel("m", base_url="http://127.0.0.1:9", api_key_env=None)
+    claude = AnthropicMessagesModel("m", base_url="http://127.0.0.1:9", api_key_env=None)
+    try:
+        with pytest.raises(ModelError, match="openai-responses"):
+            asyncio.run(chat.acomplete(responses_request))
+        with pytest.raises(ModelError, match="Responses requests"):
+            asyncio.run(claude.acomplete(responses_request))
+    finally:
+        asyncio.run(chat.aclose())
+        asyncio.run(claude.aclose())
 
 
 def test_call_tool_is_a_reserved_name() -> None:

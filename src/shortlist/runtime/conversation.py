@@ -84,8 +84,8 @@ from shortlist.runtime.formats import (
     ToolCall,
     ToolDef,
     ToolLoading,
-    _namespace_name,
     build_request,
+    namespace_name,
     parse_response,
     search_result_content,
 )
@@ -582,7 +582,7 @@ class Conversation:
             for c in self._tool_candidates():
                 group = candidate_group(c)
                 if group is not None:
-                    self._groups[c.id] = _namespace_name(group)
+                    self._groups[c.id] = namespace_name(group)
         return self._groups
 
     def _offered(self) -> tuple[list[ToolDef], list[ToolDef], set[str]]:

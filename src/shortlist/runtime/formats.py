@@ -81,7 +81,9 @@ __all__ = [
     "ToolDef",
     "ToolLoading",
     "build_request",
+    "namespace_name",
     "parse_response",
+    "responses_tools",
     "search_result_content",
     "to_anthropic_messages",
 ]
@@ -177,7 +179,7 @@ class ModelTurn:
 SearchResultMode = Literal["references", "definitions", "names", "additions", "tools"]
 
 
-def _namespace_name(group: str) -> str:
+def namespace_name(group: str) -> str:
     """A :func:`~shortlist.types.candidate_group` as a Responses namespace name (``[A-Za-z0-9_-]``, 64 at most)."""
     label = group.split(":", 1)[-1]
     return ("".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in label) or "tools")[:64]

@@ -309,6 +309,11 @@ class OpenAIChatModel(HTTPChatModel):
                 f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), "
                 "not Anthropic messages (a top-level `system` or `input_schema` tools)"
             )
+        if _responses_shaped(request):
+            raise ModelError(
+                f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), not "
+                "Responses requests (`input`): send Conversation(format='openai-responses') with OpenAIResponsesModel"
+            )
         body = await self._post("/chat/completions", {"model": self.model, **request})
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -325,6 +330,11 @@ def _anthropic_shaped(request: Mapping[str, Any]) -> bool:
     return "system" in request or (
         isinstance(tools, list) and any(isinstance(t, Mapping) and "input_schema" in t for t in tools)
     )
+
+
+def _responses_shaped(request: Mapping[str, Any]) -> bool:
+    """A Responses request: ``input`` and no ``messages``."""
+    return "input" in request and "messages" not in request
 
 
 def _chat_shaped(request: Mapping[str, Any]) -> bool:
@@ -411,10 +421,10 @@ class AnthropicMessagesModel(HTTPChatModel):
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
         where = f"{self.endpoint} {self.base_url}"
-        if _chat_shaped(request):
+        if _chat_shaped(request) or _responses_shaped(request):
             raise ModelError(
                 "AnthropicMessagesModel takes Anthropic messages requests (Conversation(format='anthropic')), "
-                "not chat completions (a system message first, or `function` tools)"
+                "not chat completions (a system message first, or `function` tools) or Responses requests (`input`)"
             )
         body = {"model": self.model, **request}
         flags = list(self.betas)
