@@ -385,6 +385,43 @@ def test_bridge_arguments_may_arrive_as_json_text() -> None:
     assert broken.reason == "invalid_schema" and "invalid parameters schema" in (broken.error or "")
 
 
+def test_chat_completions_default_to_the_bridge_and_the_others_to_native_deferral() -> None:
+    defaults = {}
+    for fmt in ("openai", "anthropic", "openai-responses"):
+        conv = _conversation(lambda req: {}, format=fmt)
+        defaults[fmt] = (conv.offer_policy, conv.tool_loading)
+        conv.close()
+    assert defaults == {
+        "openai": ("deferred", "bridge"),
+        "anthropic": ("deferred", "native"),
+        "openai-responses": ("deferred", "native"),
+    }
+    stable = _conversation(lambda req: {}, format="openai", offer_policy="stable")
+    assert stable.tool_loading == "native"  # the old behaviour, when asked for
+    stable.close()
+
+
+def test_the_bridge_on_the_responses_api_keeps_find_tools_a_plain_function() -> None:
+    requests: list[dict[str, Any]] = []
+    call = json.dumps({"name": "mail__send_email", "arguments": {"to": "bo", "body": "hi"}})
+    answers = iter(
+        [
+            responses_answer([responses_call("s1", "find_tools", '{"query": "send an email"}')]),
+            responses_answer([responses_call("c1", CALL_TOOL_NAME, call)]),
+            responses_answer([responses_text("sent")]),
+        ]
+    )
+    conv = _conversation(_record(lambda req: next(answers), requests), format="openai-responses", tool_loading="bridge")
+    result = conv.send("please send an email to bo")
+    conv.close()
+    assert result.answer == "sent" and CALLS == [("mail__send_email", {"to": "bo", "body": "hi"})]
+    _same_tools(requests)
+    assert [t["name"] for t in requests[0]["tools"]] == ["find_tools", CALL_TOOL_NAME]
+    assert [i["type"] for i in requests[1]["input"][-2:]] == ["function_call", "function_call_output"]
+    for req in requests:
+        check(req, ResponseCreateParamsNonStreaming)
+
+
 @pytest.mark.parametrize(
     ("kw", "says"),
     [

@@ -21,14 +21,15 @@ turn's grounding, memories and newly surfaced skills enter the history with the 
 never injected twice), and the history only grows between reductions, which come in rare large
 steps (``runtime/context.py``).
 
-**The default offer policy** is ``deferred`` for ``format="anthropic"`` (the tools block never
-changes, so the cached prefix survives every turn; found tools enter the history through
-``defer_loading`` + ``tool_reference``) and ``stable`` for ``format="openai"``: chat
-completions can only call tools listed in the request's tools array and has no deferred
-loading, so found tools must join that array, and ``stable`` changes it only when a search
-found a tool the turn needs (once, recorded as an ``OfferChanged`` event). Both measured
-cheaper than ``per_turn`` and than all tools in the conversation replay
-(``shortlist.eval.conversations``).
+**The default offer policy** is ``deferred`` for every format: the tools block never changes,
+so the cached prefix survives every turn, and found tools enter the history after it, each
+format its own way (``tool_loading``, ``runtime/formats.py``): Anthropic ``defer_loading`` +
+``tool_reference`` (or ``tool_addition``, beta), the Responses API's client ``tool_search``
+over namespaces, and for chat completions, which can only call tools listed in the request's
+tools array, a fixed ``find_tools`` + ``call_tool`` bridge whose arguments are validated
+against the found tool's schema. In the conversation replay (``shortlist.eval.conversations``)
+the bridge cost 0.44x / 0.68x what ``stable`` cost (0 / 20k tokens of history), so ``stable``
+(the block grows once a search found a tool) is an option, no longer the chat default.
 
 **One event loop per conversation.** :meth:`Conversation.send` and :meth:`Conversation.asend`
 run every turn on the conversation's own event loop, in a dedicated thread started by the
