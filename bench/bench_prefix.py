@@ -6,11 +6,12 @@ independently of the runtime's own ``TurnReport.prefix``: the tools array and th
 must be byte-identical, and the messages must extend the previous request's (Anthropic's
 ``cache_control`` marker moves to the newest block every request and is not compared).
 
-1. **grounding** (both formats): a 30-tool catalog, a five-document corpus and a profile
-   memory; five turns, each about another document. Reported: distinct tools arrays and system
-   prompts, requests whose messages do not extend the previous request's, turns whose relevant
-   document reached the model, cached-prefix breaks.
-2. **reduction** (both formats): 30 long turns (about 360 tokens each: a question, every third
+1. **grounding** (each format: anthropic, openai, openai-responses): a 30-tool catalog, a
+   five-document corpus and a profile memory; five turns, each about another document.
+   Reported: distinct tools arrays and system prompts, requests whose messages do not extend
+   the previous request's, turns whose relevant document reached the model, cached-prefix
+   breaks.
+2. **reduction** (each format): 30 long turns (about 360 tokens each: a question, every third
    turn a tool call and its result, a long answer) under a 6,000-token history budget.
    Reported: requests that broke the cached prefix (and which part), reductions.
 3. **needles**: 60-turn conversations (5 seeds, both formats) in which the user states three
@@ -119,7 +120,7 @@ def _strip(message: Any) -> Any:
 
 
 def _parts(request: Mapping[str, Any], fmt: str) -> tuple[str, str, list[str]]:
-    messages = list(request["messages"])
+    messages = list(request["input"] if fmt == "openai-responses" else request["messages"])
     if fmt == "anthropic":
         system: Any = request.get("system")
     else:
@@ -145,13 +146,27 @@ def prefix_breaks(requests: Sequence[Mapping[str, Any]], fmt: str) -> list[tuple
     return out
 
 
-def _answer(fmt: str, text: str, call: tuple[str, str] | None = None) -> dict[str, Any]:
+def _answer(
+    fmt: str, text: str, call: tuple[str, str] | None = None, request: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    if fmt == "openai-responses":
+        if call is not None:
+            item = {"type": "function_call", "call_id": call[1], "name": call[0], "arguments": '{"id": "42"}'}
+            return {"status": "completed", "output": [item]}
+        text_item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        return {"status": "completed", "output": [text_item]}
+    bridged = request is not None and any(
+        t.get("function", {}).get("name") == "call_tool" for t in request.get("tools", [])
+    )
     if fmt == "anthropic":
         if call is not None:
             return {"content": [{"type": "tool_use", "id": call[1], "name": call[0], "input": {"id": "42"}}]}
         return {"content": [{"type": "text", "text": text}]}
     if call is not None:
-        fn = {"name": call[0], "arguments": json.dumps({"id": "42"})}
+        name, args = call[0], {"id": "42"}
+        if bridged:  # the fixed surface: every call goes through call_tool
+            name, args = "call_tool", {"name": name, "arguments": args}
+        fn = {"name": name, "arguments": json.dumps(args)}
         return {
             "role": "assistant",
             "content": None,
@@ -172,13 +187,34 @@ def _callable(request: Mapping[str, Any], fmt: str) -> list[str]:
             for r in b["content"]
             if r.get("type") == "tool_reference"
         ]
+    elif fmt == "openai-responses":
+        names = [
+            t["name"] for t in request.get("tools", []) if t.get("type") == "function" and not t.get("defer_loading")
+        ]
+        names += [
+            t["name"]
+            for item in request["input"]
+            if item.get("type") == "tool_search_output"
+            for group in item["tools"]
+            for t in group.get("tools", [group])
+        ]
     else:
         names = [t["function"]["name"] for t in request.get("tools", [])]
-    return [n for n in dict.fromkeys(names) if not n.startswith(("memory__", "skill__", "find_tools"))]
+        if "call_tool" in names:  # the bridge: what find_tools results carried
+            for m in request["messages"]:
+                if m["role"] == "tool" and isinstance(m.get("content"), str) and m["content"].startswith('{"found"'):
+                    names += [d["name"] for d in json.loads(m["content"])["found"] if isinstance(d, dict)]
+    skip = ("memory__", "skill__", "find_tools", "call_tool")
+    return [n for n in dict.fromkeys(names) if not n.startswith(skip)]
 
 
 def _turn_start(request: Mapping[str, Any], fmt: str) -> bool:
     """The request opens a turn: its last message is the user's, or the runtime's prefetched search."""
+    if fmt == "openai-responses":
+        item = request["input"][-1]
+        if item.get("type") == "tool_search_output":
+            return str(item.get("call_id", "")).startswith("prefetch")
+        return bool(item.get("type") == "message" and item.get("role") == "user")
     last = request["messages"][-1]
     if fmt == "anthropic":
         results = [b for b in last["content"] if b.get("type") == "tool_result"]
@@ -196,7 +232,7 @@ def grounding(fmt: str) -> dict[str, Any]:
         requests.append(json.loads(json.dumps(req)))
         host = _callable(req, fmt)
         if len(requests) == 3 and host and _turn_start(req, fmt):  # one turn calls a tool
-            return _answer(fmt, "", (host[0], f"call{len(requests)}"))
+            return _answer(fmt, "", (host[0], f"call{len(requests)}"), req)
         return _answer(fmt, "Here is what the documents say.")
 
     store = InMemoryStore()
@@ -260,7 +296,7 @@ def long_conversation(fmt: str, turns: int, budget: int, seed: int, needles: boo
         requests.append(json.loads(json.dumps(req)))
         host = _callable(req, fmt)
         if len(requests) % 4 == 1 and host and _turn_start(req, fmt):  # about every third turn
-            return _answer(fmt, "", (host[0], f"c{len(requests)}"))
+            return _answer(fmt, "", (host[0], f"c{len(requests)}"), req)
         fact = said[turn[0]] + " " if turn[0] < len(said) else ""
         return _answer(fmt, f"Answer: {fact}" + _words(rng, ANSWER_WORDS))
 
@@ -311,7 +347,10 @@ def main() -> int:
     args = ap.parse_args()
 
     result: dict[str, Any] = {"grounding": [], "reduction": [], "needles": {}}
-    for fmt in ("anthropic", "openai"):
+    formats = [
+        f for f in ("anthropic", "openai", "openai-responses") if f != "openai-responses" or _accepts("tool_loading")
+    ]
+    for fmt in formats:
         result["grounding"].append(grounding(fmt))
         result["reduction"].append(long_conversation(fmt, args.turns, args.budget, seed=1, needles=False))
     kept = {"user": [0, 0, 0], "model": [0, 0, 0]}

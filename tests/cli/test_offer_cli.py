@@ -69,10 +69,10 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_default_policy_is_the_formats() -> None:
-    """Like ``/v1/offer`` and the runtime: openai (the default format) is stable, anthropic deferred."""
+    """Like ``/v1/offer`` and the runtime: deferred for openai (the default format, bridged) and anthropic."""
     plain = json.loads(offer("book a hotel in Rome", "--json").stdout)
     anthropic = json.loads(offer("book a hotel in Rome", "--format", "anthropic", "--json").stdout)
-    assert (plain["policy"], anthropic["policy"]) == ("stable", "deferred")
+    assert (plain["policy"], anthropic["policy"]) == ("deferred", "deferred")
 
 
 def test_the_text_block_shows_the_search_tool_it_offers() -> None:

@@ -52,6 +52,7 @@ def test_turn_over_real_http_with_a_tool_call(chat_server) -> None:  # type: ign
     server = chat_server(tool_then_answer("get_weather", {"city": "Paris"}))
     conv = Conversation(
         Pack(tools=TOOLS),
+        offer_policy="stable",  # narrows into the tools array (the default, deferred, bridges)
         model=OpenAIChatModel("scripted", base_url=server.url, api_key_env=None),
         k=1,
         tool_selector="lexical",
@@ -59,7 +60,7 @@ def test_turn_over_real_http_with_a_tool_call(chat_server) -> None:  # type: ign
     result = conv.send("what is the weather forecast in Paris")
     assert result.answer.startswith("done: ") and "sunny" in result.answer
     first = server.requests[0]
-    # narrowed to k=1; the default offer policy for chat completions (stable) adds the search tool
+    # narrowed to k=1; stable adds the search tool
     assert [t["function"]["name"] for t in first["tools"]] == ["get_weather", "find_tools"]
     assert first["messages"][0]["role"] == "system"
     assert result.report.tools is not None and result.report.tools["fallback"] is None
@@ -90,7 +91,9 @@ def test_tool_errors_go_back_to_the_model() -> None:
 
 def test_a_tool_not_offered_this_turn_is_refused() -> None:
     script = tool_then_answer("send_email", {"to": "a", "body": "b"})
-    conv = Conversation(Pack(tools=TOOLS), model=script, k=1, tool_selector=StaticSelector(["get_weather"]))
+    conv = Conversation(
+        Pack(tools=TOOLS), model=script, k=1, tool_selector=StaticSelector(["get_weather"]), offer_policy="stable"
+    )
     result = conv.send("weather")
     assert "not available this turn" in result.answer
 
@@ -200,8 +203,8 @@ async def test_concurrent_conversations_are_isolated() -> None:
         await asyncio.sleep(0.01)
         return {"role": "assistant", "content": ",".join(t["function"]["name"] for t in req["tools"])}
 
-    a = Conversation(Pack(tools=TOOLS), model=script, tool_selector=FunctionSelector(echo))
-    b = Conversation(Pack(tools=TOOLS), model=script, tool_selector=FunctionSelector(echo))
+    a = Conversation(Pack(tools=TOOLS), model=script, tool_selector=FunctionSelector(echo), offer_policy="stable")
+    b = Conversation(Pack(tools=TOOLS), model=script, tool_selector=FunctionSelector(echo), offer_policy="stable")
     ra, rb = await asyncio.gather(a.asend("weather please"), b.asend("email bob"))
     assert ra.answer == "get_weather,find_tools" and rb.answer == "send_email,find_tools"
     assert len(a.history) == 2 and len(b.history) == 2
@@ -250,7 +253,9 @@ def test_final_request_carries_grounding_memories_and_narrowed_tools_only() -> N
         requests.append(req)
         return {"role": "assistant", "content": "ok"}
 
-    conv = Conversation(_support_pack(), model=script, k=1, tool_selector=StaticSelector(["send_email"]))
+    conv = Conversation(
+        _support_pack(), model=script, k=1, tool_selector=StaticSelector(["send_email"]), offer_policy="stable"
+    )
     result = conv.send("how many days do refunds take after purchase?")
     system, user = requests[0]["messages"]
     assert system == {"role": "system", "content": "You are a support agent."}  # nothing injected there

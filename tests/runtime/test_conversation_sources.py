@@ -52,7 +52,7 @@ def test_live_mcp_tools_are_narrowed_and_called() -> None:
         tools=[Tool.from_function(send_email)],
         mcp_servers={"time": f"{_server('mcp-server-time')} --local-timezone UTC"},
     )
-    conv = Conversation(pack, model=script, k=1, tool_selector="bm25")
+    conv = Conversation(pack, model=script, k=1, tool_selector="bm25", offer_policy="stable")
     try:
         result = conv.send("what is the current time in UTC?")
     finally:
@@ -76,7 +76,7 @@ def test_wildcard_allowed_tools_survive_narrowing_as_a_set() -> None:
         allowed_tools=["send_email", "read_pdf", "mcp__time__*"],
         mcp_servers={"time": f"{_server('mcp-server-time')} --local-timezone UTC"},
     )
-    conv = Conversation(pack, model=script, k=1, tool_selector="bm25")
+    conv = Conversation(pack, model=script, k=1, tool_selector="bm25", offer_policy="stable")
     try:
         conv.send("email my boss")
     finally:

@@ -426,7 +426,11 @@ def test_a_conversation_over_the_responses_model(serve: Callable[[Script], Model
     server = serve(script)
     model = OpenAIResponsesModel("gpt-test", base_url=f"{server.url}/v1", api_key_env=None)
     conv = Conversation(
-        Pack(tools=[Tool.from_function(get_weather)]), model=model, format="openai", tool_selector="lexical"
+        Pack(tools=[Tool.from_function(get_weather)]),
+        model=model,
+        format="openai",
+        tool_selector="lexical",
+        offer_policy="stable",
     )
     try:
         result = conv.send("what is the weather in Oslo")

@@ -223,8 +223,9 @@ def test_openai_stable_conversation_over_http(chat_server) -> None:  # type: ign
         k=1,
         search_k=1,
         tool_selector=FunctionSelector(only_weather, name="weather-only"),
+        offer_policy="stable",
     )
-    assert conv.offer_policy == "stable"  # chat completions cannot defer
+    assert conv.offer_policy == "stable" and conv.tool_loading == "native"
     try:
         r1 = conv.send("what is the weather in Paris")
         r2 = conv.send("email bob to say hi")
@@ -258,6 +259,7 @@ def test_openai_deferred_adds_found_tools_and_carries_definitions() -> None:
         Pack(tools=TOOLS),
         model=script,
         offer_policy="deferred",
+        tool_loading="native",  # found tools join the tools array (the default for chat is the bridge)
         prefetch=0,
         hot=1,  # keep the first turn's top tool in the fixed block
         k=1,

@@ -228,9 +228,14 @@ def test_conversation_eval_on_a_tiny_dataset(tmp_path: Path) -> None:
     report = run_conversation_eval(data, make, histories=(0, 5000), progress=False)
     assert report["conversations"] == 3 and report["turns"] == 7
     rows = report["strategies"]
-    assert set(rows) == {"all", "per_turn", "stable", "deferred", "oracle"}
+    assert set(rows) == {"all", "per_turn", "stable", "deferred", "bridge", "oracle"}
     assert rows["all"]["complete_turns"] == 1.0 and rows["all"]["tool_block_changes"] == 0
     assert rows["deferred"]["tool_block_changes"] == 0
+    # the bridge decides as deferred does, and pays for call_tool's definition and its wrapper
+    for key in ("complete_turns", "turn_recall", "tool_block_changes", "model_calls_per_turn", "searches_per_turn"):
+        assert rows["bridge"][key] == rows["deferred"][key]
+    assert rows["bridge"]["tool_tokens_per_turn"] > rows["deferred"]["tool_tokens_per_turn"]
+    assert rows["bridge"]["cost"]["5000"] > rows["deferred"]["cost"]["5000"]
     assert rows["per_turn"]["model_calls_per_turn"] == 1.0
     for row in rows.values():
         assert row["cost"]["5000"] > row["cost"]["0"] > 0

@@ -274,7 +274,7 @@ def test_one_default_policy_per_format_as_the_runtime_decides(server_factory: An
         plain = c.post("/v1/offer", json={"catalog": "example", "messages": messages}).json()
         anthropic = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "anthropic"}).json()
         bad = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "gemini"})
-    assert plain["policy"] == default_policy("openai") == "stable"
+    assert plain["policy"] == default_policy("openai") == "deferred"  # chat completions: the call_tool bridge
     assert anthropic["policy"] == default_policy("anthropic") == "deferred"
     assert bad.status_code == 422
     for fmt in ("openai", "anthropic"):

@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--policy",
         choices=["per_turn", "stable", "deferred"],
-        help="the offer policy (default: the format's: stable for openai, deferred for anthropic)",
+        help="the offer policy (default: the format's: deferred; openai calls found tools through call_tool)",
     )
     p.add_argument("--k", type=int, default=5, help="tools ranked per turn (default 5)")
     p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 3)")

@@ -9,7 +9,11 @@ have seen it: the user message, an assistant message carrying the turn's calls, 
 tool result per call. ``oracle`` is the floor: each turn's tools enter the history on first
 use (an exchange carrying their definitions, as ``deferred`` loads them), the tools block is
 empty and nothing is searched; it is complete by construction and every strategy's cost is
-also reported as a multiple of its (``cost_vs_oracle``).
+also reported as a multiple of its (``cost_vs_oracle``). ``bridge`` is the fixed surface for
+providers without deferred loading (chat completions): the ``deferred`` decisions (the same
+session, prefetch and searches, the found definitions in the history), with ``call_tool`` in the
+tools block beside ``find_tools`` and every call of the turn made through it
+(``call_tool(name, arguments)``), so it is priced with the bridge's definition and wrapper.
 
 **The cost model** (``docs/evaluation.md`` has the long form). One model call's prompt is, in
 order: the tools block (the definitions offered in the request's tools array, plus the
@@ -56,6 +60,7 @@ from shortlist.offer import (
     Prices,
     ToolSession,
 )
+from shortlist.offer.bridge import CALL_TOOL_DESCRIPTION, CALL_TOOL_NAME, CALL_TOOL_PARAMETERS
 from shortlist.progress import report as progress_report
 from shortlist.selection.cousage import CoUsage
 from shortlist.tokens import default_counter, definition_text
@@ -75,7 +80,7 @@ __all__ = [
 ]
 
 #: Every strategy the replay compares, in report order (``oracle`` is the floor: see the module docs).
-STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred", "oracle")
+STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred", "bridge", "oracle")
 #: What the simulated model searches with (``--search-query``): ``words:N`` is the first N words.
 SEARCH_QUERIES: tuple[str, ...] = ("message", "words:N", "name")
 #: What a turn whose tools never became callable is charged (``--miss-cost``).
@@ -86,6 +91,12 @@ SEARCH_TOOL_DEFINITION: dict[str, Any] = {
     "name": SEARCH_TOOL_NAME,
     "description": SEARCH_TOOL_DESCRIPTION,
     "parameters": SEARCH_TOOL_PARAMETERS,
+}
+#: The bridge tool as offered beside it (``bridge``).
+CALL_TOOL_DEFINITION: dict[str, Any] = {
+    "name": CALL_TOOL_NAME,
+    "description": CALL_TOOL_DESCRIPTION,
+    "parameters": CALL_TOOL_PARAMETERS,
 }
 
 
@@ -307,6 +318,8 @@ class _Replay:
         self.sim = simulation or Simulation()
         self._def_tokens = {c.id: count(definition_text(c)) for c in self.catalog}
         self._search_tokens = count(json.dumps(SEARCH_TOOL_DEFINITION, sort_keys=True))
+        if strategy == "bridge":  # call_tool is offered with find_tools
+            self._search_tokens += count(json.dumps(CALL_TOOL_DEFINITION, sort_keys=True))
 
     def block_tokens(self, ids: Sequence[str], search_tool: bool) -> int:
         return sum(self._def_tokens.get(i, 0) for i in ids) + (self._search_tokens if search_tool else 0)
@@ -327,7 +340,8 @@ class _Replay:
         meter = _Meter(self.cost_model, prior)
         all_ids = tuple(c.id for c in self.catalog)
         oracle = self.strategy == "oracle"
-        session = None if self.strategy in ("all", "oracle") else self.make_session(self.strategy, co_usage)  # type: ignore[arg-type]
+        policy = "deferred" if self.strategy == "bridge" else self.strategy  # the bridge's decisions are deferred's
+        session = None if self.strategy in ("all", "oracle") else self.make_session(policy, co_usage)  # type: ignore[arg-type]
         oracle_loaded: list[str] = []  # what the oracle loaded so far, in order
         messages: list[dict[str, Any]] = []
         for index, turn in enumerate(case.turns):
@@ -393,7 +407,10 @@ class _Replay:
             if missing and self.sim.miss_cost == "retry":  # the missing definitions, then the turn again
                 meter.history_tokens += self.loading_tokens(missing)
                 meter.call(block, self.block_tokens(block, search_tool))
-            reply = {"role": "assistant", "tool_calls": [dict(c) for c in turn.calls]}
+            calls = [dict(c) for c in turn.calls]
+            if self.strategy == "bridge" and search_tool:  # every call goes through call_tool
+                calls = [{"name": CALL_TOOL_NAME, "arguments": {"name": c["name"], **_args(c)}} for c in calls]
+            reply = {"role": "assistant", "tool_calls": calls}
             meter.history_tokens += self.message_tokens(reply)
             meter.history_tokens += len(turn.calls) * self.cost_model.result_tokens
             messages.append({"role": "assistant", "content": ""})
@@ -411,6 +428,10 @@ class _Replay:
             totals.searches += searches
         totals.calls += meter.calls
         totals.cost += meter.cost
+
+
+def _args(call: Mapping[str, Any]) -> dict[str, Any]:
+    return {"arguments": call["arguments"]} if "arguments" in call else {}
 
 
 def _iter(cases: Sequence[ConversationCase], desc: str, progress: bool) -> Iterator[ConversationCase]:

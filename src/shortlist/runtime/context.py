@@ -155,7 +155,7 @@ class PrefixTracker:
 
     Args:
         fmt: the request format (where the system prompt is: Anthropic's ``system``, OpenAI's
-            first message).
+            first message, the Responses API's first ``input`` item).
     """
 
     def __init__(self, fmt: Format) -> None:
@@ -170,7 +170,7 @@ class PrefixTracker:
         self._signals: dict[str, dict[str, Any]] = {}
 
     def _parts(self, request: Mapping[str, Any]) -> tuple[str, str, list[bytes]]:
-        messages = list(request.get("messages") or [])
+        messages = list(request.get("messages") or request.get("input") or [])
         if self.fmt == "anthropic":
             system: Any = request.get("system")
         else:

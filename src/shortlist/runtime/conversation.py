@@ -21,14 +21,15 @@ turn's grounding, memories and newly surfaced skills enter the history with the 
 never injected twice), and the history only grows between reductions, which come in rare large
 steps (``runtime/context.py``).
 
-**The default offer policy** is ``deferred`` for ``format="anthropic"`` (the tools block never
-changes, so the cached prefix survives every turn; found tools enter the history through
-``defer_loading`` + ``tool_reference``) and ``stable`` for ``format="openai"``: chat
-completions can only call tools listed in the request's tools array and has no deferred
-loading, so found tools must join that array, and ``stable`` changes it only when a search
-found a tool the turn needs (once, recorded as an ``OfferChanged`` event). Both measured
-cheaper than ``per_turn`` and than all tools in the conversation replay
-(``shortlist.eval.conversations``).
+**The default offer policy** is ``deferred`` for every format: the tools block never changes,
+so the cached prefix survives every turn, and found tools enter the history after it, each
+format its own way (``tool_loading``, ``runtime/formats.py``): Anthropic ``defer_loading`` +
+``tool_reference`` (or ``tool_addition``, beta), the Responses API's client ``tool_search``
+over namespaces, and for chat completions, which can only call tools listed in the request's
+tools array, a fixed ``find_tools`` + ``call_tool`` bridge whose arguments are validated
+against the found tool's schema. In the conversation replay (``shortlist.eval.conversations``)
+the bridge cost 0.44x / 0.68x what ``stable`` cost (0 / 20k tokens of history), so ``stable``
+(the block grows once a search found a tool) is an option, no longer the chat default.
 
 **One event loop per conversation.** :meth:`Conversation.send` and :meth:`Conversation.asend`
 run every turn on the conversation's own event loop, in a dedicated thread started by the
@@ -46,6 +47,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -64,6 +66,7 @@ from shortlist.offer import (
     ToolSession,
     default_policy,
 )
+from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call
 from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.runtime.context import (
     DEFAULT_LOW_WATER,
@@ -72,13 +75,18 @@ from shortlist.runtime.context import (
     PrefixTracker,
 )
 from shortlist.runtime.formats import (
+    CALL_TOOL,
     FIND_TOOLS,
+    FORMATS,
+    TOOL_LOADINGS,
     Format,
     ModelTurn,
     SearchResultMode,
     ToolCall,
     ToolDef,
+    ToolLoading,
     build_request,
+    namespace_name,
     parse_response,
     search_result_content,
 )
@@ -92,7 +100,7 @@ from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.selection.narrowing import is_wildcard
 from shortlist.selection.query import last_user_text, message_text
 from shortlist.tokens import count_tokens, tool_text
-from shortlist.types import Candidate, Query, TurnSelection
+from shortlist.types import Candidate, Query, TurnSelection, candidate_group
 
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
@@ -102,6 +110,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_TOOL_PREFIXES",
+    "BridgeCallRefused",
     "Conversation",
     "Pack",
     "RuntimeStepFailed",
@@ -112,6 +121,8 @@ _T = TypeVar("_T")
 
 #: Tool-name prefixes the runtime's own tools use; a host tool may not take them.
 RESERVED_TOOL_PREFIXES: tuple[str, ...] = ("memory__", "skill__")
+#: Names of the runtime's own fixed-surface tools; a host tool may not take them.
+RESERVED_TOOL_NAMES: tuple[str, ...] = (SEARCH_TOOL_NAME, CALL_TOOL_NAME)
 #: How many of the turn's top-ranked deferred tools a ``deferred`` conversation prefetches.
 
 
@@ -123,6 +134,21 @@ class RuntimeStepFailed(Event):
     area: ClassVar[str] = "runtime"
     level: int = 30
     step: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BridgeCallRefused(Event):
+    """A ``call_tool`` call was not run: the tool was not found yet, or its arguments were refused.
+
+    The model got the reason as the call's tool error and the turn went on.
+    """
+
+    name: ClassVar[str] = "runtime.bridge_call_refused"
+    area: ClassVar[str] = "runtime"
+    level: int = logging.WARNING
+    tool: str = ""
+    reason: str = ""
     error: str = ""
 
 
@@ -176,10 +202,10 @@ class Pack:
 
 def _check_reserved(tools: Sequence[Tool]) -> None:
     for t in tools:
-        if t.name == SEARCH_TOOL_NAME or t.name.startswith(RESERVED_TOOL_PREFIXES):
+        if t.name in RESERVED_TOOL_NAMES or t.name.startswith(RESERVED_TOOL_PREFIXES):
             raise ConfigError(
                 f"host tool {t.name!r} uses a name reserved for the runtime's own tools "
-                f"({', '.join(p + '*' for p in RESERVED_TOOL_PREFIXES)}, {SEARCH_TOOL_NAME}); rename it"
+                f"({', '.join(p + '*' for p in RESERVED_TOOL_PREFIXES)}, {', '.join(RESERVED_TOOL_NAMES)}); rename it"
             )
 
 
@@ -198,10 +224,24 @@ class Conversation:
             binding, else the built-in default); bound through one
             :class:`~shortlist.selection.facade.Shortlist`.
         selectors: selectors registered in code, by name.
-        format: ``"openai"`` (chat completions) or ``"anthropic"`` (messages).
+        format: ``"openai"`` (chat completions, any OpenAI-compatible endpoint),
+            ``"anthropic"`` (messages) or ``"openai-responses"`` (the Responses API: send it with
+            :class:`~shortlist.runtime.model.OpenAIResponsesModel`).
         offer_policy: ``"per_turn"``, ``"stable"``, ``"deferred"`` or None for the format's
-            default (:func:`shortlist.offer.default_policy`: ``deferred`` for Anthropic, ``stable`` for
-            OpenAI chat completions, which has no deferred loading).
+            default (:func:`shortlist.offer.default_policy`: ``deferred`` for every format;
+            ``deferred`` whenever ``tool_loading`` is ``addition`` or ``bridge``).
+        tool_loading: how a tool a search or a prefetch found reaches the model without
+            touching the cached prefix (``deferred`` only; None: ``"bridge"`` for chat
+            completions, ``"native"`` for the others): ``"native"`` (Anthropic
+            ``tool_reference``, Responses ``tool_search_output``, chat completions' tools array,
+            which changes the array),
+            ``"addition"`` (Anthropic only: a ``tool_addition`` system message, beta
+            ``mid-conversation-tool-changes-2026-07-01``, sent as ``anthropic-beta``) or
+            ``"bridge"`` (any format: a fixed surface of ``find_tools`` and
+            ``call_tool(name, arguments)``, whose arguments are validated against the found
+            tool's schema; the tools array never changes).
+        prompt_cache_key: ``"openai-responses"`` only: the request's ``prompt_cache_key`` (None:
+            one generated for this conversation, the same on every request).
         k: tools (and skills) ranked into the offer per turn besides pins.
         search_k: tools one ``find_tools`` call returns.
         hot: ``deferred`` only: the first turn's top tools kept in the fixed tools block
@@ -252,6 +292,8 @@ class Conversation:
         selectors: Mapping[str, Selector] | None = None,
         format: Format = "openai",
         offer_policy: OfferPolicy | None = None,
+        tool_loading: ToolLoading | None = None,
+        prompt_cache_key: str | None = None,
         k: int = 5,
         search_k: int = 5,
         hot: int = 0,
@@ -266,13 +308,26 @@ class Conversation:
         grounding_placement: GroundingPlacement = "history",
         on_event: EventHook | None = None,
     ) -> None:
-        if format not in ("openai", "anthropic"):
-            raise ConfigError(f"format must be 'openai' or 'anthropic', not {format!r}")
+        if format not in FORMATS:
+            raise ConfigError(f"format must be one of {', '.join(map(repr, FORMATS))}, not {format!r}")
         if max_rounds < 1:
             raise ConfigError("max_rounds must be at least 1")
-        policy = offer_policy or default_policy(format)
+        if tool_loading is not None and tool_loading not in TOOL_LOADINGS:
+            raise ConfigError(f"tool_loading must be one of {', '.join(TOOL_LOADINGS)} or None, not {tool_loading!r}")
+        if tool_loading == "addition" and format != "anthropic":
+            raise ConfigError("tool_loading='addition' (Anthropic tool_addition blocks) needs format='anthropic'")
+        policy = offer_policy or ("deferred" if tool_loading not in (None, "native") else default_policy(format))
         if policy not in OFFER_POLICIES:
             raise ConfigError(f"offer_policy must be one of {', '.join(OFFER_POLICIES)} or None, not {policy!r}")
+        # chat completions cannot defer: a deferred conversation calls found tools through the bridge
+        loading: ToolLoading = tool_loading or ("bridge" if format == "openai" and policy == "deferred" else "native")
+        if loading != "native" and policy != "deferred":
+            raise ConfigError(
+                f"tool_loading={loading!r} loads found tools without changing the tools array: it needs "
+                f"offer_policy='deferred', not {policy!r}"
+            )
+        if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
+            raise ConfigError("prompt_cache_key must be a non-empty string or None")
         _check_reserved(pack.tools)
         self._tools = {t.name: t for t in pack.tools}
         if len(self._tools) != len(pack.tools):
@@ -296,6 +351,11 @@ class Conversation:
         self.pack = pack
         self.model: ChatModel = model if isinstance(model, ChatModel) else CallableModel(model)
         self.format: Format = format
+        self.tool_loading: ToolLoading = loading
+        self.prompt_cache_key = prompt_cache_key or (
+            f"shortlist-{uuid.uuid4().hex}" if format == "openai-responses" else None
+        )
+        self._groups: dict[str, str] | None = None
         self.k = k
         self.max_rounds = max_rounds
         self._history: list[dict[str, Any]] = []
@@ -497,16 +557,42 @@ class Conversation:
     def _defs(self, entries: Sequence[str]) -> list[ToolDef]:
         return [d for d in (self._def(n) for n in self.capabilities.expand(entries, self._tools)) if d is not None]
 
-    def _references(self) -> bool:
-        # Anthropic deferred loading: found tools are deferred definitions named by tool_reference
-        return self.format == "anthropic" and self.session.policy == "deferred"
+    def _deferring(self) -> bool:
+        # the provider defers: found tools are deferred definitions the history loads
+        # (Anthropic tool_reference / tool_addition, Responses tool_search_output)
+        return (
+            self.format in ("anthropic", "openai-responses")
+            and self.session.policy == "deferred"
+            and self.tool_loading != "bridge"
+        )
+
+    def _result_mode(self) -> SearchResultMode:
+        """How a ``find_tools`` result (a real search or a prefetch) carries the tools it found."""
+        if self._deferring():
+            if self.format == "openai-responses":
+                return "tools"
+            return "additions" if self.tool_loading == "addition" else "references"
+        if self.session.policy == "deferred":
+            return "definitions"  # a plain find_tools: the definitions travel in the result
+        return "names"  # stable / per_turn: the definitions join the next request's tools
+
+    def _namespaces(self) -> dict[str, str]:
+        """Tool name -> Responses namespace: one per server or suite (:func:`candidate_group`)."""
+        if self._groups is None:
+            self._groups = {}
+            for c in self._tool_candidates():
+                group = candidate_group(c)
+                if group is not None:
+                    self._groups[c.id] = namespace_name(group)
+        return self._groups
 
     def _offered(self) -> tuple[list[ToolDef], list[ToolDef], set[str]]:
         """This round's ``(tools in the prompt, deferred tools, callable names)``.
 
         The prompt's tools are, in this order: the tools block (and tools activated skills
         added), the runtime's own tools, ``find_tools`` (when some catalog tool is outside
-        the block), then, for OpenAI, the loaded tools (chat completions cannot defer).
+        the block) and, under the bridge, ``call_tool``; then, for chat completions without
+        the bridge, the loaded tools (chat completions cannot defer).
         """
         state = self.session.state
         block = self._defs([*state.block, *self.capabilities.active_skill_tools()])
@@ -520,11 +606,14 @@ class Conversation:
         if self.session.policy != "per_turn" and outside:
             prompt.append(FIND_TOOLS)
             seen.add(FIND_TOOLS.name)
+            if self.tool_loading == "bridge":
+                prompt.append(CALL_TOOL)
+                seen.add(CALL_TOOL.name)
         loaded = {d.name for d in self._defs(state.loaded)} - seen
         deferred: list[ToolDef] = []
-        if self._references():
+        if self._deferring():
             deferred = outside  # every other catalog tool, in catalog order: a stable tools array
-        else:
+        elif self.tool_loading != "bridge":
             prompt.extend(d for d in outside if d.name in loaded)
         return prompt, deferred, seen | loaded
 
@@ -543,7 +632,7 @@ class Conversation:
         self._append(
             {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function", "function": fn}]}
         )
-        content = search_result_content(self.format, defs, mode="references" if self._references() else "definitions")
+        content = search_result_content(self.format, defs, mode=self._result_mode(), groups=self._namespaces())
         self._append({"role": "tool", "tool_call_id": call_id, "content": content})
         self._searches[call_id] = tuple(d.name for d in defs)
         emit(ToolsPrefetched(tools=tuple(d.name for d in defs)))
@@ -562,6 +651,9 @@ class Conversation:
                 messages=self.window.messages,
                 tools=prompt,
                 deferred=deferred,
+                loading=self.tool_loading,
+                groups=self._namespaces() if self.format == "openai-responses" else None,
+                prompt_cache_key=self.prompt_cache_key,
             )
             check = self.prefix.check(request, self._prefix_signals(prompt, system))
             if first_request is None:
@@ -584,6 +676,8 @@ class Conversation:
             for call in turn.tool_calls:
                 if call.name == SEARCH_TOOL_NAME and SEARCH_TOOL_NAME in callable_names:
                     content: str | list[dict[str, Any]] = await self._search(call, report)
+                elif call.name == CALL_TOOL_NAME and CALL_TOOL_NAME in callable_names:
+                    content = await self._bridge(call, callable_names, report)
                 else:
                     content = await self._execute(call.name, call.arguments, callable_names, report)
                 self._append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -623,14 +717,30 @@ class Conversation:
         self._searches[call.id] = tuple(d.name for d in defs)
         report.searches.append({"query": query, "found": [d.name for d in defs]})
         report.tool_calls.append(ToolCallRecord(SEARCH_TOOL_NAME, True, _elapsed(t), "search"))
-        mode: SearchResultMode
-        if self._references():
-            mode = "references"
-        elif self.format == "openai" and self.session.policy == "deferred":
-            mode = "definitions"  # a plain find_tools: the definitions travel in the result
-        else:
-            mode = "names"  # stable / per_turn: the definitions join the next request's tools
-        return search_result_content(self.format, defs, mode=mode)
+        return search_result_content(self.format, defs, mode=self._result_mode(), groups=self._namespaces())
+
+    async def _bridge(self, call: ToolCall, offered: set[str], report: TurnReport) -> str:
+        """``call_tool(name, arguments)``: run a found tool once its arguments pass its schema.
+
+        A tool not found yet (not callable), a malformed call, or arguments the tool's JSON
+        Schema refuses are answered with a tool error naming the problem, and a
+        :class:`BridgeCallRefused` event; nothing is run.
+        """
+        callable_now = offered - {SEARCH_TOOL_NAME, CALL_TOOL_NAME}
+        schemas = {n: d.parameters for n in callable_now if (d := self._def(n)) is not None}
+        schemas.update(
+            (d.name, d.parameters)
+            for d in self.capabilities.system_tool_defs(listed_index=self.grounding.placement == "history")
+            if d.name in callable_now
+        )
+        checked = check_bridge_call(call.arguments, schemas)
+        if checked.error is not None:
+            emit(BridgeCallRefused(tool=checked.name, reason=checked.reason, error=checked.error))
+            report.tool_calls.append(
+                ToolCallRecord(checked.name or CALL_TOOL_NAME, False, 0.0, "unknown", checked.error)
+            )
+            return json.dumps({"error": checked.error})
+        return await self._execute(checked.name, checked.arguments, offered, report)
 
     async def _learn(self, report: TurnReport, text: str) -> None:
         """Record the model's calls in the session, and the turn and its searches in the feedback log."""

@@ -73,7 +73,7 @@ def count_tool_calls(body: Mapping[str, Any]) -> int:
     """The tool calls an answer carries, in any of the three shapes.
 
     OpenAI chat ``choices[*].message.tool_calls``, Anthropic ``content[*]`` blocks of type
-    ``tool_use``, Responses ``output[*]`` items of type ``function_call``; a bare assistant
+    ``tool_use``, Responses ``output[*]`` items of type ``function_call`` or ``tool_search_call``; a bare assistant
     message (what a callable may return) counts its ``tool_calls``.
     """
     n = 0
@@ -85,10 +85,10 @@ def count_tool_calls(body: Mapping[str, Any]) -> int:
                 n += len(msg["tool_calls"])
     elif isinstance(body.get("tool_calls"), list):
         n += len(body["tool_calls"])
-    for key, kind in (("content", "tool_use"), ("output", "function_call")):
+    for key, kinds in (("content", ("tool_use",)), ("output", ("function_call", "tool_search_call"))):
         items = body.get(key)
         if isinstance(items, list):
-            n += sum(1 for b in items if isinstance(b, Mapping) and b.get("type") == kind)
+            n += sum(1 for b in items if isinstance(b, Mapping) and b.get("type") in kinds)
     return n
 
 
@@ -309,6 +309,11 @@ class OpenAIChatModel(HTTPChatModel):
                 f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), "
                 "not Anthropic messages (a top-level `system` or `input_schema` tools)"
             )
+        if _responses_shaped(request):
+            raise ModelError(
+                f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), not "
+                "Responses requests (`input`): send Conversation(format='openai-responses') with OpenAIResponsesModel"
+            )
         body = await self._post("/chat/completions", {"model": self.model, **request})
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -325,6 +330,11 @@ def _anthropic_shaped(request: Mapping[str, Any]) -> bool:
     return "system" in request or (
         isinstance(tools, list) and any(isinstance(t, Mapping) and "input_schema" in t for t in tools)
     )
+
+
+def _responses_shaped(request: Mapping[str, Any]) -> bool:
+    """A Responses request: ``input`` and no ``messages``."""
+    return "input" in request and "messages" not in request
 
 
 def _chat_shaped(request: Mapping[str, Any]) -> bool:
@@ -411,10 +421,10 @@ class AnthropicMessagesModel(HTTPChatModel):
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
         where = f"{self.endpoint} {self.base_url}"
-        if _chat_shaped(request):
+        if _chat_shaped(request) or _responses_shaped(request):
             raise ModelError(
                 "AnthropicMessagesModel takes Anthropic messages requests (Conversation(format='anthropic')), "
-                "not chat completions (a system message first, or `function` tools)"
+                "not chat completions (a system message first, or `function` tools) or Responses requests (`input`)"
             )
         body = {"model": self.model, **request}
         flags = list(self.betas)
@@ -437,8 +447,10 @@ class OpenAIResponsesModel(HTTPChatModel):
     ``format="openai"``), converts it to a Responses request (``input`` items, flat function
     ``tools``; see :func:`shortlist.runtime.responses.to_responses_request` for what is
     supported) and converts the answer back to a chat completion (output text, ``function_call``
-    items as ``tool_calls``). A request that already has ``input`` is sent as it is and its
-    Responses body returned unconverted. Stateless: no ``previous_response_id``; ``store``
+    items as ``tool_calls``). A request that already has ``input`` (what the runtime builds for
+    ``format="openai-responses"``: ``tool_search``, namespaces, deferred functions,
+    ``prompt_cache_key``) is sent as it is and its Responses body returned unconverted.
+    Stateless: no ``previous_response_id``; ``store``
     defaults to false because the runtime resends the history.
 
     Args:

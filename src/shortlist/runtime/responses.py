@@ -35,8 +35,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from shortlist.errors import ModelError
+from shortlist.offer.search import SEARCH_TOOL_NAME
 
-__all__ = ["from_responses_answer", "to_responses_request"]
+__all__ = ["from_responses_answer", "responses_input", "to_responses_request"]
 
 #: Top-level fields with the same name and meaning in both APIs.
 _SHARED = (
@@ -107,9 +108,42 @@ def _tool_output(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _input_items(messages: Any) -> list[dict[str, Any]]:
+def responses_input(messages: Any, *, client_search: bool = False) -> list[dict[str, Any]]:
+    """Chat-style ``messages`` as Responses ``input`` items (see the module docs).
+
+    With ``client_search`` (the runtime's ``openai-responses`` format), a ``find_tools`` call
+    is the model's client-executed ``tool_search_call`` and its result (a list of Responses
+    tool definitions) the ``tool_search_output`` that answers it; a call's ``namespace`` is
+    sent back on its ``function_call`` item.
+
+    Raises:
+        ModelError: a message that cannot be converted.
+    """
     if not isinstance(messages, list):
         raise ModelError("a chat request needs a `messages` list")
+    searches: set[str] = set()
+    if client_search:
+        for m in messages:
+            for call in (m.get("tool_calls") or ()) if isinstance(m, Mapping) else ():
+                fn = call.get("function") if isinstance(call, Mapping) else None
+                if isinstance(fn, Mapping) and fn.get("name") == SEARCH_TOOL_NAME:
+                    searches.add(str(call.get("id", "")))
+    return _input_items(messages, searches)
+
+
+def _search_arguments(args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            return {"query": args}
+    return args if args is not None else {}
+
+
+def _input_items(messages: Any, searches: set[str] | None = None) -> list[dict[str, Any]]:
+    if not isinstance(messages, list):
+        raise ModelError("a chat request needs a `messages` list")
+    searches = searches or set()
     items: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
@@ -139,14 +173,37 @@ def _input_items(messages: Any) -> list[dict[str, Any]]:
                 if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
                     raise ModelError(f"{where}.tool_calls[{j}] needs a function with a name")
                 args = fn.get("arguments")
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": str(call.get("id", "")),
-                        "name": fn["name"],
-                        "arguments": args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False),
-                    }
-                )
+                call_id = str(call.get("id", ""))
+                if call_id in searches:
+                    items.append(
+                        {
+                            "type": "tool_search_call",
+                            "call_id": call_id,
+                            "execution": "client",
+                            "arguments": _search_arguments(args),
+                            "status": "completed",
+                        }
+                    )
+                    continue
+                item = {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": fn["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False),
+                }
+                if isinstance(call.get("namespace"), str) and call["namespace"]:
+                    item["namespace"] = call["namespace"]
+                items.append(item)
+        elif role == "tool" and str(m.get("tool_call_id", "")) in searches:
+            items.append(
+                {
+                    "type": "tool_search_output",
+                    "call_id": str(m.get("tool_call_id", "")),
+                    "execution": "client",
+                    "status": "completed",
+                    "tools": [dict(t) for t in content if isinstance(t, Mapping)] if isinstance(content, list) else [],
+                }
+            )
         elif role == "tool":
             items.append(
                 {
@@ -222,8 +279,14 @@ def to_responses_request(request: Mapping[str, Any], *, model: str | None = None
     return out
 
 
-def from_responses_answer(answer: Mapping[str, Any], *, where: str = "responses endpoint") -> dict[str, Any]:
+def from_responses_answer(
+    answer: Mapping[str, Any], *, where: str = "responses endpoint", client_search: bool = False
+) -> dict[str, Any]:
     """A Responses answer as a chat completion (text, tool calls, finish reason, usage).
+
+    A ``function_call``'s ``namespace`` is kept on its tool call. With ``client_search``, a
+    client-executed ``tool_search_call`` is a ``find_tools`` tool call (its ``arguments`` as
+    JSON text); a hosted one is left out as any hosted item is.
 
     Raises:
         ModelError: a failed response, or one without an ``output`` list.
@@ -257,12 +320,25 @@ def from_responses_answer(answer: Mapping[str, Any], *, where: str = "responses 
             if not isinstance(item.get("name"), str):
                 raise ModelError(f"{where} answered a function_call without a name")
             args = item.get("arguments")
+            call: dict[str, Any] = {
+                "id": str(item.get("call_id") or item.get("id") or ""),
+                "type": "function",
+                "function": {
+                    "name": item["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False),
+                },
+            }
+            if isinstance(item.get("namespace"), str) and item["namespace"]:
+                call["namespace"] = item["namespace"]
+            calls.append(call)
+        elif client_search and item.get("type") == "tool_search_call" and item.get("execution") == "client":
+            args = item.get("arguments")
             calls.append(
                 {
                     "id": str(item.get("call_id") or item.get("id") or ""),
                     "type": "function",
                     "function": {
-                        "name": item["name"],
+                        "name": SEARCH_TOOL_NAME,
                         "arguments": args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False),
                     },
                 }

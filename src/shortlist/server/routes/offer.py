@@ -109,7 +109,7 @@ class _Source(BaseModel):
     policy: Policy | None = Field(
         default=None,
         description="`per_turn`, `stable` or `deferred`; null: the format's default "
-        "(`stable` for `openai` chat completions, `deferred` for `anthropic`).",
+        "(`deferred` for both: `openai` chat completions call loaded tools through the `call_tool` bridge).",
     )
 
 
