@@ -136,6 +136,7 @@ class HybridOptions(_TopK):
     decompose: bool | Literal["joints", "sentences"] = "joints"
     decompose_penalty: float = Field(0.1, ge=0)
     cover_intents: bool = False
+    drop_quoted: bool = Field(True, description="rank by the query without its quoted spans (payloads)")
     abstention: AbstentionOptions | None = None
     min_score: float | None = None
     min_margin: float | None = None

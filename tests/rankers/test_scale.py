@@ -23,6 +23,7 @@ from shortlist.rankers.scale import (
     spellings,
     variants,
 )
+from shortlist.selection.query import without_quoted
 from shortlist.testing import HashEmbedder
 from shortlist.types import Candidate, Query, candidate_group
 
@@ -409,3 +410,41 @@ def test_warm_builds_the_structure() -> None:
     calls = embedder.calls
     ranker.score(Query("weather"), catalog)
     assert embedder.calls == calls + 1  # only the query
+
+
+# -- quoted payloads --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Post 'Meeting moved to 3pm, see you all' to my feed", "Post something to my feed"),
+        ('Create "final_report.pdf" in the temp folder', "Create something in the temp folder"),
+        ("Send \u201cok\u201d and \u2018thanks\u2019 to Bob", "Send something and something to Bob"),
+        ("Is 'x' in 'y z'?", "Is something in something ?"),
+        ("I'm sure the users' files are fine", "I'm sure the users' files are fine"),  # apostrophes
+        ("'cat'", "'cat'"),  # nothing but a quote: kept as written
+        ("show 'a'", "show 'a'"),  # one word of its own would remain: kept
+    ],
+)
+def test_without_quoted_drops_the_payload(text: str, expected: str) -> None:
+    assert without_quoted(text) == expected
+
+
+def test_drop_quoted_ranks_by_the_request_not_its_payload() -> None:
+    catalog = [
+        Candidate("create_ticket", "create_ticket", "Create a support ticket."),
+        Candidate("logout", "logout", "Log out of the account and sync the session."),
+    ]
+    text = "Please file a support ticket saying 'I log out and back in but my account does not sync the session'"
+    kept = HybridRanker(embedder=HashEmbedder(), server_weight=0, drop_quoted=False).score(Query(text), catalog)
+    dropped = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)  # the default
+    assert kept[1] > kept[0]  # the payload's words pull the wrong tool
+    assert dropped[0] > dropped[1]
+
+
+def test_a_tool_named_in_quotes_still_ranks_first() -> None:
+    ranker = HybridRanker(embedder=HashEmbedder(), drop_quoted=True)
+    # the quoted span leaves the ranking text, not the name check
+    ranked = ranker.select(Query("please run 'get_weather_forecast' for the city of Oslo"), FS).selected
+    assert ranked[0] == "get_weather_forecast"

@@ -78,7 +78,7 @@ from shortlist.rankers.scale import (
     server_scores,
 )
 from shortlist.selection.base import SelectorContext
-from shortlist.selection.query import split_intents
+from shortlist.selection.query import split_intents, without_quoted
 from shortlist.types import Candidate, Query, Selection
 
 __all__ = [
@@ -203,6 +203,9 @@ class HybridRanker(Ranker):
         cover_intents: with a split query, put each intent's best candidate right after the
             overall best before filling by score (off by default: measured neutral to slightly
             worse than the max over parts, which already surfaces each intent's best).
+        drop_quoted: rank by the query without its quoted spans (a message's payload: the text
+            to send, a title, a file name; :func:`~shortlist.selection.query.without_quoted`);
+            a tool named inside quotes still ranks first with ``name_match``.
         abstention: when to return nothing, judged on the confidence (see the module).
         min_score: shorthand for ``Abstention(min_score=...)``, in confidence units (cosine
             plus weighted normalised BM25).
@@ -251,6 +254,7 @@ class HybridRanker(Ranker):
         decompose: bool | Decompose = "joints",
         decompose_penalty: float = 0.1,
         cover_intents: bool = False,
+        drop_quoted: bool = True,
         abstention: Abstention | Mapping[str, Any] | None = None,
         min_score: float | None = None,
         min_margin: float | None = None,
@@ -307,6 +311,7 @@ class HybridRanker(Ranker):
         self.decompose = split
         self.decompose_penalty = float(decompose_penalty)
         self.cover_intents = bool(cover_intents)
+        self.drop_quoted = bool(drop_quoted)
         if not 0.0 <= adapter_weight <= 1.0:
             raise ValueError("adapter_weight must be between 0 and 1")
         self.adapter: QueryAdapter | None = QueryAdapter.load(adapter) if isinstance(adapter, str) else adapter
@@ -357,7 +362,8 @@ class HybridRanker(Ranker):
         return split_intents(text, sentences=self.decompose == "sentences")
 
     def _scored(self, query: Query, candidates: Sequence[Candidate], *, confidence: bool = True) -> _Scored:
-        texts = [query.text, *self.intents(query.text)]
+        text = without_quoted(query.text) if self.drop_quoted else query.text
+        texts = [text, *self.intents(text)]
         cat = self.dense.prepare(candidates)
         # The BM25 side gets the catalog's own tuple: its index is then found by element identity,
         # not by comparing every candidate field by field (once per part) when they are equal copies.

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["last_user_text", "message_text", "split_intents"]
+__all__ = ["QUOTED_PLACEHOLDER", "last_user_text", "message_text", "split_intents", "without_quoted"]
 
 # A sentence ends at . ? ! or ; followed by space and a capital (or a quote).
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+(?=[A-Z\"'])")
@@ -24,6 +24,13 @@ _JOINT = re.compile(
     re.IGNORECASE,
 )
 _STRIP = " ,.;:\"'\t\n"
+# A quoted span: straight or curly, single or double quotes; a single quote opens only after a
+# non-word character and closes only before one, so "I'm" and "users' files" are not quotes.
+_QUOTED = re.compile(r"(?<!\w)'[^'\n]+'(?!\w)|\"[^\"\n]+\"|\u2018[^\u2019\n]+\u2019|\u201c[^\u201d\n]+\u201d")
+_SPACES = re.compile(r"\s+")
+#: What a dropped quote becomes: a neutral noun keeps the request's grammar ("the distance between
+#: something and something") where deleting it leaves "the distance between and".
+QUOTED_PLACEHOLDER = "something"
 
 
 def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentences: bool = True) -> list[str]:
@@ -51,6 +58,22 @@ def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentence
     kept = [p.strip(_STRIP) for p in parts]
     kept = [p for p in kept if len(p.split()) >= min_words]
     return kept[:max_parts] if len(kept) > 1 else []
+
+
+def without_quoted(text: str, *, min_words: int = 2) -> str:
+    """``text`` with each quoted span replaced by :data:`QUOTED_PLACEHOLDER` (``text`` itself when
+    fewer than ``min_words`` of its own words remain).
+
+    A request quotes its payload: the message to send, a ticket's title and description, a file's
+    name, an id ("post 'Meeting moved to 3pm, see you all' to my feed", "open 'final_report.pdf'").
+    Those words say what the tool will carry, not which tool is meant, and a long quote outweighs
+    the few words of the request itself in a ranking ("file a support ticket saying 'I log out and
+    back in but my account does not sync'" is not a request to log out). The placeholder keeps the
+    request's grammar ("the distance between something and something").
+    """
+    stripped = _SPACES.sub(" ", _QUOTED.sub(f" {QUOTED_PLACEHOLDER} ", text)).strip()
+    own = [w for w in stripped.split() if w.strip(_STRIP) != QUOTED_PLACEHOLDER]
+    return stripped if len(own) >= min_words else text
 
 
 def message_text(message: Mapping[str, Any] | Any) -> str:
