@@ -17,7 +17,7 @@ one short write transaction per batch) and bounded: above ``max_mb`` (default 51
 be opened or written (a read-only home, a full disk) is skipped with a
 ``embeddings.cache_unavailable`` event: vectors are then computed, never wrong.
 
-Every row is checked when it is read (:func:`check_row`): its bytes are ``dim`` float32s, all
+Every row is checked when it is read (:func:`check_rows`): its bytes are ``dim`` float32s, all
 finite, and its ``digest`` is the sha256 of (model identity, text key, vector) written with it
 (:func:`row_digest`), so a row damaged on disk, or copied under another text's key (a
 description's row holding the query's vector), is not served: it is deleted, recomputed and
@@ -58,7 +58,7 @@ __all__ = [
     "VectorStore",
     "cache_dir",
     "cache_location",
-    "check_row",
+    "check_rows",
     "configure_cache",
     "decode_vector",
     "default_store",
@@ -283,33 +283,58 @@ def decode_vector(dim: object, blob: object) -> np.ndarray[Any, np.dtype[np.floa
 _DIGEST_DOMAIN = b"shortlist vector row v1\0"
 
 
+def _digest_base(model: str) -> Any:
+    """The sha256 state after the domain and the model identity, copied for each row of that model."""
+    name = model.encode("utf-8")
+    return hashlib.sha256(_DIGEST_DOMAIN + struct.pack("<I", len(name)) + name)
+
+
 def row_digest(model: str, key: bytes, vec: bytes) -> bytes:
     """The digest stored with a row: the sha256 of its model identity, text key and vector bytes.
 
-    A row whose digest is not this is not served (:func:`check_row`): a vector cannot be moved to
+    A row whose digest is not this is not served (:func:`check_rows`): a vector cannot be moved to
     another text's key, or another model's, without the digest being computed again.
     """
-    name = model.encode("utf-8")
-    return hashlib.sha256(_DIGEST_DOMAIN + struct.pack("<I", len(name)) + name + bytes(key) + bytes(vec)).digest()
+    h = _digest_base(model)
+    h.update(bytes(key))
+    h.update(bytes(vec))
+    return bytes(h.digest())
 
 
-def check_row(
-    model: str, key: bytes, dim: object, blob: object, digest: object
-) -> tuple[np.ndarray[Any, np.dtype[np.float32]] | None, str]:
-    """A stored row's vector and ``""``, or None and why it must not be served.
+def check_rows(
+    model: str, rows: Sequence[tuple[bytes, object, object, object]]
+) -> tuple[dict[bytes, np.ndarray[Any, np.dtype[np.float32]]], list[tuple[bytes, str]]]:
+    """Split stored ``(key, dim, vec, digest)`` rows of ``model`` into servable vectors and rejected keys.
 
-    The reasons of :class:`CacheRowDropped`: ``not_bytes``, ``length``, ``not_finite``, ``digest``.
+    A rejected key comes with the reason of :class:`CacheRowDropped`, checked in this order:
+    ``not_bytes`` (the vector is not a blob), ``length`` (not ``dim`` float32s), ``not_finite``
+    (a NaN or infinite value), ``digest`` (none, or not :func:`row_digest` of the row).
     """
-    if not isinstance(blob, bytes | bytearray | memoryview):
-        return None, "not_bytes"
-    vec = decode_vector(dim, blob)
-    if vec is None:
-        return None, "length"
-    if not np.isfinite(vec).all():
-        return None, "not_finite"
-    if not isinstance(digest, bytes | bytearray | memoryview) or bytes(digest) != row_digest(model, key, bytes(blob)):
-        return None, "digest"
-    return vec, ""
+    bad: list[tuple[bytes, str]] = []
+    decoded: list[tuple[bytes, np.ndarray[Any, np.dtype[np.float32]], bytes, object]] = []
+    for key, dim, blob, digest in rows:
+        if not isinstance(blob, bytes | bytearray | memoryview):
+            bad.append((key, "not_bytes"))
+            continue
+        vec = decode_vector(dim, blob)
+        if vec is None:
+            bad.append((key, "length"))
+        else:
+            decoded.append((key, vec, bytes(blob), digest))
+    if decoded and not np.isfinite(np.concatenate([vec for _, vec, _, _ in decoded])).all():  # one pass: rare
+        bad += [(key, "not_finite") for key, vec, _, _ in decoded if not np.isfinite(vec).all()]
+        decoded = [row for row in decoded if np.isfinite(row[1]).all()]
+    base = _digest_base(model)
+    found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
+    for key, vec, blob, digest in decoded:
+        h = base.copy()
+        h.update(key)
+        h.update(blob)
+        if isinstance(digest, bytes | bytearray | memoryview) and bytes(digest) == h.digest():
+            found[key] = vec
+        else:
+            bad.append((key, "digest"))
+    return found, bad
 
 
 def report_dropped(path: str, model: str, reasons: Sequence[str], *, stored: bool = True) -> None:
@@ -375,7 +400,7 @@ class VectorStore:
     def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
         """The stored vectors of ``keys`` (missing keys are absent); refreshes their last use now and then.
 
-        A row that fails :func:`check_row` is absent too: it is deleted, with an
+        A row that fails :func:`check_rows` is absent too: it is deleted, with an
         ``embeddings.cache_row_dropped`` event, and the caller recomputes it.
         """
         found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
@@ -383,7 +408,7 @@ class VectorStore:
             return found
         now = time.time_ns() // 1000
         stale: list[bytes] = []
-        bad: list[tuple[object, str]] = []
+        bad: list[tuple[bytes, str]] = []
         unique = list(dict.fromkeys(keys))
         try:
             with self._lock:
@@ -394,14 +419,10 @@ class VectorStore:
                         f"SELECT key, dim, vec, used, digest FROM vectors WHERE model = ? AND key IN ({marks})",
                         [model, *chunk],
                     ).fetchall()
-                    for key, dim, blob, used, digest in rows:
-                        vec, reason = check_row(model, key, dim, blob, digest)
-                        if vec is None:
-                            bad.append((key, reason))
-                            continue
-                        found[key] = vec
-                        if used < now - _TOUCH_AFTER_US:
-                            stale.append(key)
+                    good, rejected = check_rows(model, [(key, dim, blob, digest) for key, dim, blob, _, digest in rows])
+                    found.update(good)
+                    bad += rejected
+                    stale += [key for key, _, _, used, _ in rows if key in good and used < now - _TOUCH_AFTER_US]
                 if stale or bad:
                     with self._db:
                         self._db.executemany(

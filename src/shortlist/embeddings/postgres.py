@@ -4,7 +4,7 @@ Chosen by a ``postgresql://`` URL wherever the cache location is configured (``S
 ``spec.cache.dir``, a provider's ``vector_cache``, ``VectorStore(url)``): the first replica embeds the
 catalog and stores the vectors; the next ones read them back and are ready in seconds. Keyed exactly
 like the SQLite :class:`~shortlist.embeddings.cache.VectorStore` (model identity, sha256 of the
-text), with the same checks (:func:`~shortlist.embeddings.cache.check_row`: a stored row that is not
+text), with the same checks (:func:`~shortlist.embeddings.cache.check_rows`: a stored row that is not
 ``dim`` finite float32s, or whose digest is not its model's, text's and vector's, is deleted with an
 ``embeddings.cache_row_dropped`` event and replaced by the recomputed vector) and the same bound
 (``max_mb`` of vector bytes, least recently used evicted first).
@@ -35,7 +35,7 @@ from shortlist.embeddings.cache import (
     CacheUnavailable,
     VectorStore,
     _encoded,
-    check_row,
+    check_rows,
     report_dropped,
     row_digest,
 )
@@ -138,7 +138,7 @@ class PostgresVectorStore(VectorStore):
 
     def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
         """The stored vectors of ``keys`` (missing, malformed or unreachable: absent); refreshes their last use
-        now and then. A row that fails :func:`~shortlist.embeddings.cache.check_row` is deleted, with an
+        now and then. A row that fails :func:`~shortlist.embeddings.cache.check_rows` is deleted, with an
         ``embeddings.cache_row_dropped`` event."""
         found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
         if not keys:
@@ -155,14 +155,10 @@ class PostgresVectorStore(VectorStore):
                     "SELECT key, dim, vec, used, digest FROM shortlist_vectors WHERE model = %s AND key = ANY(%s)",
                     (model, unique[start : start + _CHUNK]),
                 ).fetchall()
-                for key, dim, blob, used, digest in rows:
-                    vec, reason = check_row(model, bytes(key), dim, blob, digest)
-                    if vec is None:
-                        bad.append((bytes(key), reason))
-                        continue
-                    found[bytes(key)] = vec
-                    if used < now - _TOUCH_AFTER_US:
-                        stale.append(bytes(key))
+                good, rejected = check_rows(model, [(bytes(k), dim, blob, digest) for k, dim, blob, _, digest in rows])
+                found.update(good)
+                bad += rejected
+                stale += [bytes(k) for k, _, _, used, _ in rows if bytes(k) in good and used < now - _TOUCH_AFTER_US]
             for start in range(0, len(stale), _CHUNK):
                 conn.execute(
                     "UPDATE shortlist_vectors SET used = %s WHERE model = %s AND key = ANY(%s)",
