@@ -56,20 +56,20 @@ def _kind(char: str) -> str:
 
 def _plain(text: str) -> str:
     """``text`` without invisible characters, its controls and blanks made single spaces, on one line."""
-    out = []
-    for char in text:
-        kind = _kind(char) if not char.isalnum() else "keep"
-        if kind == "space":
-            out.append(" ")
-        elif kind != "drop":
-            out.append(char)
-    return " ".join("".join(out).split())
+    table: dict[int, str | None] = {}
+    for char in set(text):  # each distinct character looked at once
+        if char.isalnum() or (char.isascii() and char.isprintable()):
+            continue
+        kind = _kind(char)
+        if kind == "drop":
+            table[ord(char)] = None
+        elif kind == "space":
+            table[ord(char)] = " "
+    return " ".join((text.translate(table) if table else text).split())
 
 
 def _escape(char: str) -> str:
-    if char == "<":
-        return "&lt;"
-    return f"&#x{ord(char):X};" if _kind(char) == "bracket" else char
+    return "&lt;" if char == "<" else f"&#x{ord(char):X};"
 
 
 def fence_line(text: str, limit: int | None = None) -> str:
@@ -85,9 +85,8 @@ def fence_line(text: str, limit: int | None = None) -> str:
     folded = unicodedata.normalize("NFKC", line)
     if folded.count("<") > line.count("<"):
         line = _plain(folded)
-    if any(not c.isalnum() and _kind(c) == "bracket" for c in line):
-        line = "".join(_escape(c) if not c.isalnum() else c for c in line)
-    return _cut(line, limit)
+    brackets = {ord(c): _escape(c) for c in set(line) if not c.isalnum() and _kind(c) == "bracket"}
+    return _cut(line.translate(brackets) if brackets else line, limit)
 
 
 def _cut(line: str, limit: int | None) -> str:
