@@ -13,6 +13,7 @@ import pytest
 from shortlist.embeddings.cache import (
     ENV_CACHE_DIR,
     ENV_CACHE_MAX_MB,
+    CacheRowDropped,
     CacheUnavailable,
     CachingEmbedder,
     VectorStore,
@@ -197,3 +198,124 @@ def test_clear(tmp_path: Path) -> None:
     store.put("b", [(text_key("x"), np.ones(4, dtype=np.float32))])
     assert store.clear("a") == 1 and store.info().models == {"b": 1}
     assert store.clear() == 1 and store.info().vectors == 0
+
+
+# -- damaged and moved rows (issue 27, items 2 and 12) -------------------------------------------
+
+DAMAGE = {
+    "truncated": ("UPDATE vectors SET vec = substr(vec, 1, 10) WHERE key = ?", (), "length"),
+    "text": ("UPDATE vectors SET vec = 'thirty-two characters of text!!' WHERE key = ?", (), "not_bytes"),
+    "dim": ("UPDATE vectors SET dim = 4 WHERE key = ?", (), "length"),
+    "dim_and_vec": (
+        "UPDATE vectors SET dim = 16, vec = ? WHERE key = ?",
+        (np.ones(16, np.float32).tobytes(),),
+        "digest",
+    ),
+    "nan": ("UPDATE vectors SET vec = ? WHERE key = ?", (np.full(8, np.nan, np.float32).tobytes(),), "not_finite"),
+    "inf": ("UPDATE vectors SET vec = ? WHERE key = ?", (np.full(8, np.inf, np.float32).tobytes(),), "not_finite"),
+    "zeroed": ("UPDATE vectors SET vec = zeroblob(32) WHERE key = ?", (), "digest"),
+    "no_digest": ("UPDATE vectors SET digest = NULL WHERE key = ?", (), "digest"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_row_is_dropped_recomputed_and_stored_again(tmp_path: Path, damage: str) -> None:
+    db = tmp_path / "vectors.sqlite3"
+    first = CachingEmbedder(HashEmbedder(dim=8), db)
+    good = first.embed(["alpha", "beta", "gamma"])
+    first.close()
+    sql, args, reason = DAMAGE[damage]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(sql, (*args, text_key("beta"))).rowcount == 1
+
+    inner = HashEmbedder(dim=8)
+    again = CachingEmbedder(inner, db)
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = again.embed(["alpha", "beta", "gamma"])  # never raises, never serves the damaged row
+    np.testing.assert_array_equal(out, good)
+    assert inner.texts == ["beta"] and (again.hits, again.misses) == (2, 1)
+    dropped = [e for e in seen if isinstance(e, CacheRowDropped)]
+    assert [(e.reason, e.rows, e.model) for e in dropped] == [(reason, 1, inner.model_name)]
+    assert dropped[0].path == str(db)
+
+    third = HashEmbedder(dim=8)  # repaired in the file: the next process reads all three back
+    with event_hooks(seen.append):
+        CachingEmbedder(third, db).embed(["alpha", "beta", "gamma"])
+    assert third.texts == [] and len([e for e in seen if isinstance(e, CacheRowDropped)]) == 1
+
+
+def test_a_row_moved_to_another_text_is_not_served(tmp_path: Path) -> None:
+    """A poisoned cache: the description's row holds the query's vector (and its digest): refused."""
+    db = tmp_path / "vectors.sqlite3"
+    emb = CachingEmbedder(HashEmbedder(dim=8), db)
+    good = emb.embed(["send an email to bob", "delete every file", "weather in Paris"])
+    emb.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE vectors SET (dim, vec, digest) = (SELECT dim, vec, digest FROM vectors WHERE key = ?)"
+            " WHERE key = ?",
+            (text_key("send an email to bob"), text_key("delete every file")),
+        )
+        moved, query = (
+            conn.execute("SELECT vec FROM vectors WHERE key = ?", (text_key(t),)).fetchone()[0]
+            for t in ("delete every file", "send an email to bob")
+        )
+    assert moved == query  # the description's row now holds the query's vector
+    inner = HashEmbedder(dim=8)
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = CachingEmbedder(inner, db).embed(["send an email to bob", "delete every file", "weather in Paris"])
+    np.testing.assert_array_equal(out, good)
+    assert inner.texts == ["delete every file"]
+    assert [(e.name, getattr(e, "reason", "")) for e in seen] == [("embeddings.cache_row_dropped", "digest")]
+    # nor under another model's identity: the digest names the model
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE vectors SET model = 'other' WHERE key = ?", (text_key("weather in Paris"),))
+    assert VectorStore(db).get("other", [text_key("weather in Paris")]) == {}
+
+
+def test_a_file_written_before_digests_is_recomputed_once(tmp_path: Path) -> None:
+    db = tmp_path / "vectors.sqlite3"
+    with sqlite3.connect(db) as conn:  # the schema and rows of a file written before digests
+        conn.execute(
+            "CREATE TABLE vectors (model TEXT NOT NULL, key BLOB NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL,"
+            " used INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (model, key)) WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO vectors (model, key, dim, vec) VALUES (?, ?, 8, ?)",
+            ("hash", text_key("alpha"), np.ones(8, np.float32).tobytes()),
+        )
+    inner = HashEmbedder(dim=8)
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = CachingEmbedder(inner, db).embed(["alpha", "beta"])
+    assert inner.texts == ["alpha", "beta"] and not np.array_equal(out[0], np.ones(8) / np.sqrt(8))
+    assert [getattr(e, "reason", "") for e in seen] == ["digest"]
+    again = HashEmbedder(dim=8)
+    np.testing.assert_array_equal(CachingEmbedder(again, db).embed(["alpha", "beta"]), out)
+    assert again.texts == []
+
+
+def test_rows_of_another_dimension_under_one_identity_are_replaced(tmp_path: Path) -> None:
+    store = VectorStore(tmp_path / "v.sqlite3")
+    CachingEmbedder(HashEmbedder(dim=8), store, identity="m").embed(["a", "b"])
+    inner = HashEmbedder(dim=16)
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = CachingEmbedder(inner, store, identity="m").embed(["a", "c"])  # raised "mixed dimensions" before
+    assert out.shape == (2, 16) and inner.texts == ["c", "a"]
+    assert [(getattr(e, "reason", ""), getattr(e, "rows", 0)) for e in seen] == [("dim", 1)]
+    assert {v.shape[0] for v in store.get("m", [text_key("a"), text_key("c")]).values()} == {16}
+
+
+def test_vectors_that_are_not_finite_are_not_stored(tmp_path: Path) -> None:
+    from shortlist.embeddings.base import FunctionEmbedder
+
+    store = VectorStore(tmp_path / "v.sqlite3")
+    inner = FunctionEmbedder(lambda texts: [[np.nan, 1.0] if t == "bad" else [1.0, 0.0] for t in texts])
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        CachingEmbedder(inner, store).embed_batch(["bad", "good"])
+    assert set(store.get("function", [text_key("bad"), text_key("good")])) == {text_key("good")}
+    assert [(getattr(e, "reason", ""), getattr(e, "stored", True)) for e in seen] == [("not_finite", False)]

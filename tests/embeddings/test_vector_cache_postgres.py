@@ -104,10 +104,42 @@ def test_a_malformed_row_is_a_miss_and_is_replaced(store: VectorStore, url: str)
     }
 
 
-def test_mixed_dimensions_are_refused(store: VectorStore) -> None:
+def test_rows_of_another_dimension_are_replaced(store: VectorStore) -> None:
     CachingEmbedder(HashEmbedder(dim=8), store, identity="m").embed(["a", "b"])
-    with pytest.raises(EmbeddingError, match="mixed dimensions"):
-        CachingEmbedder(HashEmbedder(dim=16), store, identity="m").embed(["a", "c"])
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = CachingEmbedder(HashEmbedder(dim=16), store, identity="m").embed(["a", "c"])
+    assert out.shape == (2, 16)
+    assert [(getattr(e, "reason", ""), getattr(e, "rows", 0)) for e in seen] == [("dim", 1)]
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("UPDATE shortlist_vectors SET vec = %s WHERE key = %s", "not_finite"),
+        (
+            "UPDATE shortlist_vectors SET (dim, vec, digest) ="
+            " (SELECT dim, vec, digest FROM shortlist_vectors WHERE key = %s) WHERE key = %s",
+            "digest",
+        ),
+        ("UPDATE shortlist_vectors SET digest = NULL WHERE %s::bytea IS NOT NULL AND key = %s", "digest"),
+    ],
+)
+def test_a_damaged_or_moved_row_is_dropped_with_an_event(store: VectorStore, url: str, sql: str, reason: str) -> None:
+    inner = HashEmbedder(dim=8)
+    good = CachingEmbedder(inner, store).embed(["send a mail", "delete all files"])
+    first = np.full(8, np.nan, np.float32).tobytes() if reason == "not_finite" else text_key("send a mail")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(sql, (first, text_key("delete all files"))).rowcount == 1
+    again = HashEmbedder(dim=8)
+    seen: list[Event] = []
+    with event_hooks(seen.append):
+        out = CachingEmbedder(again, store).embed(["send a mail", "delete all files"])
+    assert np.array_equal(out, good) and again.texts == ["delete all files"]
+    assert [(e.name, getattr(e, "reason", "")) for e in seen] == [("embeddings.cache_row_dropped", reason)]
+    third = HashEmbedder(dim=8)
+    CachingEmbedder(third, store).embed(["send a mail", "delete all files"])
+    assert third.texts == []  # stored again, with its digest
 
 
 def test_the_bound_evicts_the_least_recently_used(url: str) -> None:
@@ -147,7 +179,8 @@ def test_replicas_starting_at_once_migrate_once_and_write_the_same_vectors(url: 
         assert not errors
         assert stores[0].info().vectors == 300
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM shortlist_vector_migrations").fetchall() == [(1,)]
+            versions = conn.execute("SELECT version FROM shortlist_vector_migrations ORDER BY version").fetchall()
+            assert versions == [(1,), (2,)]
     finally:
         for s in stores:
             s.close()

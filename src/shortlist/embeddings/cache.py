@@ -16,6 +16,14 @@ one short write transaction per batch) and bounded: above ``max_mb`` (default 51
 ``$SHORTLIST_CACHE_MAX_MB``) the least recently used vectors are evicted. A cache that cannot
 be opened or written (a read-only home, a full disk) is skipped with a
 ``embeddings.cache_unavailable`` event: vectors are then computed, never wrong.
+
+Every row is checked when it is read (:func:`check_rows`): its bytes are ``dim`` float32s, all
+finite, and its ``digest`` is the sha256 of (model identity, text key, vector) written with it
+(:func:`row_digest`), so a row damaged on disk, or copied under another text's key (a
+description's row holding the query's vector), is not served: it is deleted, recomputed and
+stored again, with an ``embeddings.cache_row_dropped`` event. The digest is no signature: a
+writer who computes it can still store a vector of their choosing, so the cache trusts whoever
+can write it (``docs/caching.md``, "What the cache trusts").
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -43,15 +52,18 @@ __all__ = [
     "ENV_CACHE_DIR",
     "ENV_CACHE_MAX_MB",
     "CacheInfo",
+    "CacheRowDropped",
     "CacheUnavailable",
     "CachingEmbedder",
     "VectorStore",
     "cache_dir",
     "cache_location",
+    "check_rows",
     "configure_cache",
     "decode_vector",
     "default_store",
     "is_postgres_url",
+    "row_digest",
 ]
 
 #: The environment variable naming the cache directory (``off`` disables the cache).
@@ -74,6 +86,7 @@ _SCHEMA = (
         dim INTEGER NOT NULL,
         vec BLOB NOT NULL,
         used INTEGER NOT NULL DEFAULT 0,
+        digest BLOB,
         PRIMARY KEY (model, key)
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)",
@@ -92,6 +105,27 @@ class CacheUnavailable(Event):
     level: int = logging.WARNING
     path: str = ""
     error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheRowDropped(Event):
+    """Stored vectors failed their check on read and were deleted; they are recomputed and stored again.
+
+    ``reason``: ``not_bytes`` (the vector is not a blob), ``length`` (its bytes are not ``dim``
+    float32s), ``not_finite`` (a NaN or infinite value), ``digest`` (no digest, or one that is not
+    the row's model, text and vector: damaged, or moved to another text), ``dim`` (a valid row whose
+    dimension is not the model's). A computed vector that is not finite is not stored (``not_finite``,
+    ``stored=False``).
+    """
+
+    name: ClassVar[str] = "embeddings.cache_row_dropped"
+    area: ClassVar[str] = "embeddings"
+    level: int = logging.WARNING
+    path: str = ""
+    model: str = ""
+    reason: str = ""
+    rows: int = 0
+    stored: bool = True
 
 
 # -- where ---------------------------------------------------------------------------------
@@ -237,11 +271,76 @@ class CacheInfo:
         }
 
 
-def decode_vector(dim: int, blob: bytes | memoryview) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-    """A stored vector, or None when the row is malformed (its bytes are not ``dim`` float32s): a miss."""
+def decode_vector(dim: object, blob: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+    """A stored vector, or None when the row is malformed (not a blob of ``dim`` float32s): a miss."""
+    if not isinstance(blob, bytes | bytearray | memoryview) or isinstance(dim, bool) or not isinstance(dim, int):
+        return None
     if dim < 1 or len(blob) != 4 * dim:
         return None
     return np.frombuffer(blob, dtype=np.float32, count=dim)
+
+
+_DIGEST_DOMAIN = b"shortlist vector row v1\0"
+
+
+def _digest_base(model: str) -> Any:
+    """The sha256 state after the domain and the model identity, copied for each row of that model."""
+    name = model.encode("utf-8")
+    return hashlib.sha256(_DIGEST_DOMAIN + struct.pack("<I", len(name)) + name)
+
+
+def row_digest(model: str, key: bytes, vec: bytes) -> bytes:
+    """The digest stored with a row: the sha256 of its model identity, text key and vector bytes.
+
+    A row whose digest is not this is not served (:func:`check_rows`): a vector cannot be moved to
+    another text's key, or another model's, without the digest being computed again.
+    """
+    h = _digest_base(model)
+    h.update(bytes(key))
+    h.update(bytes(vec))
+    return bytes(h.digest())
+
+
+def check_rows(
+    model: str, rows: Sequence[tuple[bytes, object, object, object]]
+) -> tuple[dict[bytes, np.ndarray[Any, np.dtype[np.float32]]], list[tuple[bytes, str]]]:
+    """Split stored ``(key, dim, vec, digest)`` rows of ``model`` into servable vectors and rejected keys.
+
+    A rejected key comes with the reason of :class:`CacheRowDropped`, checked in this order:
+    ``not_bytes`` (the vector is not a blob), ``length`` (not ``dim`` float32s), ``not_finite``
+    (a NaN or infinite value), ``digest`` (none, or not :func:`row_digest` of the row).
+    """
+    bad: list[tuple[bytes, str]] = []
+    decoded: list[tuple[bytes, np.ndarray[Any, np.dtype[np.float32]], bytes, object]] = []
+    for key, dim, blob, digest in rows:
+        if not isinstance(blob, bytes | bytearray | memoryview):
+            bad.append((key, "not_bytes"))
+            continue
+        vec = decode_vector(dim, blob)
+        if vec is None:
+            bad.append((key, "length"))
+        else:
+            decoded.append((key, vec, bytes(blob), digest))
+    if decoded and not np.isfinite(np.concatenate([vec for _, vec, _, _ in decoded])).all():  # one pass: rare
+        bad += [(key, "not_finite") for key, vec, _, _ in decoded if not np.isfinite(vec).all()]
+        decoded = [row for row in decoded if np.isfinite(row[1]).all()]
+    base = _digest_base(model)
+    found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
+    for key, vec, blob, digest in decoded:
+        h = base.copy()
+        h.update(key)
+        h.update(blob)
+        if isinstance(digest, bytes | bytearray | memoryview) and bytes(digest) == h.digest():
+            found[key] = vec
+        else:
+            bad.append((key, "digest"))
+    return found, bad
+
+
+def report_dropped(path: str, model: str, reasons: Sequence[str], *, stored: bool = True) -> None:
+    """One ``embeddings.cache_row_dropped`` event per reason among ``reasons`` (one entry per row)."""
+    for reason in dict.fromkeys(reasons):
+        emit(CacheRowDropped(path=path, model=model, reason=reason, rows=reasons.count(reason), stored=stored))
 
 
 def text_key(text: str) -> bytes:
@@ -294,15 +393,22 @@ class VectorStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
             if "used" not in columns:  # a file of the earlier schema (vector_cache: PATH)
                 self._db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+            if "digest" not in columns:  # rows written before digests: none is served, each is recomputed once
+                self._db.execute("ALTER TABLE vectors ADD COLUMN digest BLOB")
             self._db.execute(_SCHEMA[1])
 
     def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
-        """The stored vectors of ``keys`` (missing keys are absent); refreshes their last use now and then."""
+        """The stored vectors of ``keys`` (missing keys are absent); refreshes their last use now and then.
+
+        A row that fails :func:`check_rows` is absent too: it is deleted, with an
+        ``embeddings.cache_row_dropped`` event, and the caller recomputes it.
+        """
         found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
         if self._broken or not keys:
             return found
         now = time.time_ns() // 1000
         stale: list[bytes] = []
+        bad: list[tuple[bytes, str]] = []
         unique = list(dict.fromkeys(keys))
         try:
             with self._lock:
@@ -310,23 +416,25 @@ class VectorStore:
                     chunk = unique[start : start + _CHUNK]
                     marks = ",".join("?" * len(chunk))
                     rows = self._db.execute(
-                        f"SELECT key, dim, vec, used FROM vectors WHERE model = ? AND key IN ({marks})",
+                        f"SELECT key, dim, vec, used, digest FROM vectors WHERE model = ? AND key IN ({marks})",
                         [model, *chunk],
                     ).fetchall()
-                    for key, dim, blob, used in rows:
-                        vec = decode_vector(dim, blob)
-                        if vec is None:
-                            continue
-                        found[key] = vec
-                        if used < now - _TOUCH_AFTER_US:
-                            stale.append(key)
-                if stale:
+                    good, rejected = check_rows(model, [(key, dim, blob, digest) for key, dim, blob, _, digest in rows])
+                    found.update(good)
+                    bad += rejected
+                    stale += [key for key, _, _, used, _ in rows if key in good and used < now - _TOUCH_AFTER_US]
+                if stale or bad:
                     with self._db:
                         self._db.executemany(
                             "UPDATE vectors SET used = ? WHERE model = ? AND key = ?", [(now, model, k) for k in stale]
                         )
+                        self._db.executemany(
+                            "DELETE FROM vectors WHERE model = ? AND key = ?", [(model, k) for k, _ in bad]
+                        )
         except sqlite3.Error as exc:
             self._fail(exc)
+        if bad:
+            report_dropped(str(self.path), model, [reason for _, reason in bad])
         return found
 
     def put(self, model: str, items: Sequence[tuple[bytes, np.ndarray[Any, Any]]]) -> None:
@@ -338,8 +446,8 @@ class VectorStore:
             with self._lock:
                 with self._db:
                     self._db.executemany(
-                        "INSERT OR REPLACE INTO vectors (model, key, dim, vec, used) VALUES (?, ?, ?, ?, ?)",
-                        [(model, k, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes(), now) for k, v in items],
+                        "INSERT OR REPLACE INTO vectors (model, key, dim, vec, used, digest) VALUES (?, ?, ?, ?, ?, ?)",
+                        [(model, k, int(v.shape[0]), b, now, row_digest(model, k, b)) for k, v, b in _encoded(items)],
                     )
                 self._evict()
         except sqlite3.Error as exc:
@@ -400,6 +508,14 @@ class VectorStore:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _encoded(
+    items: Sequence[tuple[bytes, np.ndarray[Any, Any]]],
+) -> list[tuple[bytes, np.ndarray[Any, np.dtype[np.float32]], bytes]]:
+    """``(key, vector, its float32 bytes)`` of each item, the last of a repeated key."""
+    rows = {k: np.asarray(v, dtype=np.float32) for k, v in items}
+    return [(k, v, v.tobytes()) for k, v in sorted(rows.items())]
 
 
 # -- the wrapper ----------------------------------------------------------------------------
@@ -470,22 +586,54 @@ def cached_embed(
 ) -> tuple[Vectors, int, int]:
     """Embed ``texts`` through ``store``: ``(vectors, hits, misses)``; ``compute(texts)`` embeds the misses.
 
+    Stored rows of one identity whose dimension is not the one the model computes (a row of another
+    model stored under this identity) are recomputed and replaced (``embeddings.cache_row_dropped``,
+    reason ``dim``); computed vectors that are not finite are returned but not stored.
+
     Raises:
-        EmbeddingError: ``compute`` returned the wrong shape, or stored vectors disagree in dimension.
+        EmbeddingError: ``compute`` returned the wrong shape.
     """
     keys = [text_key(t) for t in texts]
+    by_key = dict(zip(keys, texts, strict=True))
     found = store.get(identity, keys)
-    missing = [(k, t) for k, t in dict(zip(keys, texts, strict=True)).items() if k not in found]
-    hits = len(set(keys)) - len(missing)
+    missing = [k for k in by_key if k not in found]
+    hits = len(by_key) - len(missing)
     if missing:
-        vecs = np.asarray(compute([t for _, t in missing]), dtype=np.float32)
-        if vecs.ndim != 2 or vecs.shape[0] != len(missing):
-            raise EmbeddingError(f"{identity}: expected {len(missing)} vectors, got shape {vecs.shape}")
-        store.put(identity, [(k, v) for (k, _), v in zip(missing, vecs, strict=True)])
-        for (k, _), v in zip(missing, vecs, strict=True):
-            found[k] = v
-    dims = {v.shape[0] for v in found.values()}
-    if len(dims) > 1:
-        raise EmbeddingError(f"vector cache {store.path}: mixed dimensions {sorted(dims)} for {identity}")
+        _compute_into(store, identity, missing, by_key, compute, found)
+    if len({v.shape[0] for v in found.values()}) > 1:
+        # rows of one identity disagree in dimension (a row of another model stored under it): the
+        # model's own output decides, so the batch's stored rows are computed again and replaced
+        stored = [k for k in by_key if k not in missing]
+        before = {k: found[k].shape[0] for k in stored}
+        _compute_into(store, identity, stored, by_key, compute, found)
+        dims = {v.shape[0] for v in found.values()}
+        if len(dims) > 1:
+            raise EmbeddingError(f"{identity}: the model computed vectors of dimensions {sorted(dims)}")
+        (dim,) = dims
+        report_dropped(str(store.path), identity, ["dim"] * sum(1 for d in before.values() if d != dim))
     out: Vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
     return out, hits, len(missing)
+
+
+def _compute_into(
+    store: VectorStore,
+    identity: str,
+    keys: Sequence[bytes],
+    by_key: dict[bytes, str],
+    compute: Any,
+    found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]],
+) -> None:
+    """Compute the vectors of ``keys`` into ``found`` and store the finite ones (a not-finite one: an event).
+
+    Raises:
+        EmbeddingError: ``compute`` returned the wrong shape.
+    """
+    vecs = np.asarray(compute([by_key[k] for k in keys]), dtype=np.float32)
+    if vecs.ndim != 2 or vecs.shape[0] != len(keys):
+        raise EmbeddingError(f"{identity}: expected {len(keys)} vectors, got shape {vecs.shape}")
+    finite = [bool(np.isfinite(row).all()) for row in vecs]
+    store.put(identity, [(k, v) for k, v, ok in zip(keys, vecs, finite, strict=True) if ok])
+    if not all(finite):
+        report_dropped(str(store.path), identity, ["not_finite"] * finite.count(False), stored=False)
+    for k, v in zip(keys, vecs, strict=True):
+        found[k] = v

@@ -35,19 +35,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.embeddings.batching import Coalescer
 from shortlist.errors import EmbeddingError, MissingDependencyError
+from shortlist.events import Event, emit
 from shortlist.progress import report
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ __all__ = [
     "TOOLS_MODEL_SHA256",
     "TOOL_RANKING_MODEL",
     "DefaultEmbedder",
+    "ModelGraphRejected",
     "default_embedder",
     "default_model_files",
     "for_tool_ranking",
@@ -120,6 +124,99 @@ def _file_sha256(path: Path) -> str:
     with _verified_lock:
         _hashes[key] = digest.hexdigest()
     return _hashes[key]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelGraphRejected(Event):
+    """The optimised model graph kept in the cache directory was not loaded; it is deleted and made again
+    from the model file (whose sha256 is checked first).
+
+    ``reason``: ``no_record`` (no ``.sha256`` record beside it), ``checksum`` (its sha256 is not the
+    recorded one: swapped or damaged), ``source`` (it was derived from another model file than this
+    one) or ``unloadable`` (ONNX Runtime refused it).
+    """
+
+    name: ClassVar[str] = "embeddings.model_graph_rejected"
+    area: ClassVar[str] = "embeddings"
+    level: int = logging.WARNING
+    path: str = ""
+    reason: str = ""
+    error: str = ""
+
+
+def _graph_record(graph: Path) -> Path:
+    """The file recording an optimised graph's sha256 and the sha256 of the model it was derived from."""
+    return graph.with_name(graph.name + ".sha256")
+
+
+def _reject_graph(graph: Path, reason: str, error: str = "") -> None:
+    """Delete an optimised graph and its record, with an ``embeddings.model_graph_rejected`` event."""
+    emit(ModelGraphRejected(path=str(graph), reason=reason, error=error))
+    for path in (graph, _graph_record(graph)):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _stamp(path: Path) -> list[int]:
+    """What changes whenever a file's bytes change or another file takes its place: size, times, inode.
+
+    The change time cannot be set back by a user (any write or rename sets it to now), so a file
+    whose stamp is the one recorded after its bytes were hashed still has those bytes.
+    """
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _write_record(graph: Path, entry: dict[str, Any]) -> None:
+    """Write ``graph``'s record atomically (a concurrent reader sees the old record or the new one).
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    record = _graph_record(graph)
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+        os.replace(tmp, record)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _graph_checks(graph: Path, source_sha256: str) -> bool:
+    """Whether ``graph`` exists and matches its record (its own sha256, derived from ``source_sha256``).
+
+    A graph that exists but does not match, or has no readable record, is rejected (deleted, with
+    an event): the caller makes it again from the verified model file. Its sha256 is computed
+    (about 0.1 s for 90 MB) unless the file's stamp (:func:`_stamp`) is the one recorded when it was
+    last hashed; a match records the stamp, so the next process skips the hash.
+    """
+    if not graph.is_file():
+        return False
+    try:
+        record = json.loads(_graph_record(graph).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _reject_graph(graph, "no_record", str(exc))
+        return False
+    if not isinstance(record, dict) or record.get("source_sha256") != source_sha256:
+        _reject_graph(
+            graph, "source", f"derived from {record.get('source_sha256') if isinstance(record, dict) else '?'}"
+        )
+        return False
+    try:
+        before = _stamp(graph)
+    except OSError:
+        return False
+    if record.get("stat") == before:
+        return True
+    actual = _file_sha256(graph)
+    if record.get("sha256") != actual:
+        _reject_graph(graph, "checksum", f"sha256 {actual}, recorded {record.get('sha256')}")
+        return False
+    with contextlib.suppress(OSError):  # a read-only cache directory: hashed again next time
+        if _stamp(graph) == before:
+            _write_record(graph, {**record, "stat": before})
+    return True
 
 
 def _package_dir(package: str, pip_name: str) -> Path:
@@ -370,9 +467,10 @@ class DefaultEmbedder(Embedder):
             ort, tokenizer_cls = _import_runtime()
             model_path, tokenizer_path = self._paths()
             optimized = self._optimized_path(ort) if self.optimized_model_cache else None
-            if self._model_path is None and optimized is not None and optimized.is_file() and model_path.is_file():
-                pass  # the graph was derived from the packaged file once verified; that file is not read again
-            else:
+            graph_ok = optimized is not None and _graph_checks(optimized, self._source_sha256())
+            if not graph_ok or self._model_path is not None or not model_path.is_file():
+                # the graph is made, or the model loaded, from this file; a graph that checks was derived
+                # from the packaged file once verified, and that file is not read again
                 _verify_sha256(model_path, self._model_sha)
             _verify_sha256(tokenizer_path, self._tokenizer_sha)
             try:
@@ -416,6 +514,13 @@ class DefaultEmbedder(Embedder):
                 save = options(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
                 save.optimized_model_filepath = str(tmp)
                 ort.InferenceSession(str(model_path), save, providers=["CPUExecutionProvider"])
+                # its record first, then the graph, each atomically: a graph is never seen without one
+                entry = {
+                    "sha256": _file_sha256(tmp),
+                    "source_sha256": self._source_sha256(),
+                    "onnxruntime": ort.__version__,
+                }
+                _write_record(optimized, entry)
                 os.replace(tmp, optimized)  # atomic: a concurrent process sees all of it or nothing
             except Exception as exc:  # a read-only or full cache directory: load the original
                 logger.debug("default embedder: cannot keep the optimised graph in %s: %s", optimized, exc)
@@ -424,11 +529,15 @@ class DefaultEmbedder(Embedder):
                 return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
         try:
             return ort.InferenceSession(str(optimized), options(full), providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a damaged file: drop it, load the original
-            logger.warning("default embedder: the optimised graph %s does not load (%s); removed", optimized, exc)
-            with contextlib.suppress(OSError):
-                optimized.unlink()
+        except Exception as exc:  # a damaged file: drop it, load the (verified) original
+            _reject_graph(optimized, "unloadable", str(exc))
+            _verify_sha256(model_path, self._model_sha)
             return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
+
+    def _source_sha256(self) -> str:
+        """The sha256 of the model file the optimised graph is derived from (pinned, else computed)."""
+        packaged = self._model_path is None and self._model_sha is not None
+        return self._model_sha if packaged and self._model_sha else _file_sha256(self._paths()[0])
 
     def _optimized_path(self, ort: Any) -> Path | None:
         from shortlist.embeddings.cache import cache_dir
@@ -438,9 +547,7 @@ class DefaultEmbedder(Embedder):
             return None
         # keyed by the file's content: the pinned sha256 of the packaged file (checked when the graph is
         # made), the actual sha256 of a file given as model_path
-        packaged = self._model_path is None and self._model_sha is not None
-        model_sha = (self._model_sha if packaged and self._model_sha else _file_sha256(self._paths()[0]))[:16]
-        return directory / "models" / f"minilm-{model_sha}-ort{ort.__version__}.onnx"
+        return directory / "models" / f"minilm-{self._source_sha256()[:16]}-ort{ort.__version__}.onnx"
 
     def _forward(self, texts: Sequence[str], threads: int) -> Vectors:
         session = self._session(threads)

@@ -4,9 +4,10 @@ Chosen by a ``postgresql://`` URL wherever the cache location is configured (``S
 ``spec.cache.dir``, a provider's ``vector_cache``, ``VectorStore(url)``): the first replica embeds the
 catalog and stores the vectors; the next ones read them back and are ready in seconds. Keyed exactly
 like the SQLite :class:`~shortlist.embeddings.cache.VectorStore` (model identity, sha256 of the
-text), with the same checks (a stored row whose length disagrees with its dimension is a miss, and is
-replaced by the recomputed vector) and the same bound (``max_mb`` of vector bytes, least recently
-used evicted first).
+text), with the same checks (:func:`~shortlist.embeddings.cache.check_rows`: a stored row that is not
+``dim`` finite float32s, or whose digest is not its model's, text's and vector's, is deleted with an
+``embeddings.cache_row_dropped`` event and replaced by the recomputed vector) and the same bound
+(``max_mb`` of vector bytes, least recently used evicted first).
 
 One table, ``shortlist_vectors``, created under an advisory lock by :func:`shortlist._pg.migrate`
 (several replicas may start at once) and versioned in ``shortlist_vector_migrations``. Reads and
@@ -33,7 +34,10 @@ from shortlist.embeddings.cache import (
     CacheInfo,
     CacheUnavailable,
     VectorStore,
-    decode_vector,
+    _encoded,
+    check_rows,
+    report_dropped,
+    row_digest,
 )
 from shortlist.errors import EmbeddingError, MissingDependencyError
 from shortlist.events import emit
@@ -65,6 +69,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX shortlist_vectors_used ON shortlist_vectors (used);
     """,
+    # the digest of (model, key, vector) checked on read; rows written before it are recomputed once
+    "ALTER TABLE shortlist_vectors ADD COLUMN digest BYTEA;",
 )
 
 logger = logging.getLogger("shortlist.embeddings")
@@ -134,33 +140,40 @@ class PostgresVectorStore(VectorStore):
 
     def get(self, model: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray[Any, np.dtype[np.float32]]]:
         """The stored vectors of ``keys`` (missing, malformed or unreachable: absent); refreshes their last use
-        now and then."""
+        now and then. A row that fails :func:`~shortlist.embeddings.cache.check_rows` is deleted, with an
+        ``embeddings.cache_row_dropped`` event."""
         found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
         if not keys:
             return found
         now = time.time_ns() // 1000
         unique = list(dict.fromkeys(keys))
         stale: list[bytes] = []
+        bad: list[tuple[bytes, str]] = []
         with self._pg() as conn:
             if conn is None:
                 return found
             for start in range(0, len(unique), _CHUNK):
                 rows = conn.execute(
-                    "SELECT key, dim, vec, used FROM shortlist_vectors WHERE model = %s AND key = ANY(%s)",
+                    "SELECT key, dim, vec, used, digest FROM shortlist_vectors WHERE model = %s AND key = ANY(%s)",
                     (model, unique[start : start + _CHUNK]),
                 ).fetchall()
-                for key, dim, blob, used in rows:
-                    vec = decode_vector(dim, blob)
-                    if vec is None:
-                        continue
-                    found[bytes(key)] = vec
-                    if used < now - _TOUCH_AFTER_US:
-                        stale.append(bytes(key))
+                good, rejected = check_rows(model, [(bytes(k), dim, blob, digest) for k, dim, blob, _, digest in rows])
+                found.update(good)
+                bad += rejected
+                stale += [bytes(k) for k, _, _, used, _ in rows if bytes(k) in good and used < now - _TOUCH_AFTER_US]
             for start in range(0, len(stale), _CHUNK):
                 conn.execute(
                     "UPDATE shortlist_vectors SET used = %s WHERE model = %s AND key = ANY(%s)",
                     (now, model, stale[start : start + _CHUNK]),
                 )
+            dropped = [k for k, _ in bad]
+            for start in range(0, len(dropped), _CHUNK):
+                conn.execute(
+                    "DELETE FROM shortlist_vectors WHERE model = %s AND key = ANY(%s)",
+                    (model, dropped[start : start + _CHUNK]),
+                )
+        if bad:
+            report_dropped(str(self.path), model, [reason for _, reason in bad])
         return found
 
     def put(self, model: str, items: Sequence[tuple[bytes, np.ndarray[Any, Any]]]) -> None:
@@ -168,23 +181,25 @@ class PostgresVectorStore(VectorStore):
         if not items:
             return
         now = time.time_ns() // 1000
-        rows = sorted({k: np.asarray(v, dtype=np.float32) for k, v in items}.items())
+        rows = _encoded(items)
         with self._pg() as conn:
             if conn is None:
                 return
             for start in range(0, len(rows), _CHUNK):
                 chunk = rows[start : start + _CHUNK]
                 conn.execute(
-                    "INSERT INTO shortlist_vectors (model, key, dim, vec, used)"
-                    " SELECT %s, k, d, v, %s FROM unnest(%s::bytea[], %s::integer[], %s::bytea[]) AS t(k, d, v)"
+                    "INSERT INTO shortlist_vectors (model, key, dim, vec, used, digest)"
+                    " SELECT %s, k, d, v, %s, g"
+                    " FROM unnest(%s::bytea[], %s::integer[], %s::bytea[], %s::bytea[]) AS t(k, d, v, g)"
                     " ON CONFLICT (model, key) DO UPDATE"
-                    " SET dim = EXCLUDED.dim, vec = EXCLUDED.vec, used = EXCLUDED.used",
+                    " SET dim = EXCLUDED.dim, vec = EXCLUDED.vec, used = EXCLUDED.used, digest = EXCLUDED.digest",
                     (
                         model,
                         now,
-                        [k for k, _ in chunk],
-                        [int(v.shape[0]) for _, v in chunk],
-                        [v.tobytes() for _, v in chunk],
+                        [k for k, _, _ in chunk],
+                        [int(v.shape[0]) for _, v, _ in chunk],
+                        [b for _, _, b in chunk],
+                        [row_digest(model, k, b) for k, _, b in chunk],
                     ),
                 )
             self._pg_evict(conn)

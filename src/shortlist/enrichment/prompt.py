@@ -1,10 +1,11 @@
 """The enrichment prompt and its answer: tool definitions fenced as untrusted data, requests validated.
 
 A tool's name, description and parameter schema come from third parties (an MCP server, a
-plugin manifest), so they are data, never instructions: each is cut, folded onto one line,
-stripped of control characters and of ``<``/``>`` (so no text can close its ``<tool>``
-fence), and placed inside numbered fences under a fixed template that says so. Nothing a
-tool says can change the template, the number of requests asked for or the answer format.
+plugin manifest), so they are data, never instructions: each is folded (NFKC), cut and made one
+line that cannot close its ``<tool>`` fence (:func:`shortlist.untrusted.fence_line`: invisible
+characters dropped, every ``<`` and opening-bracket look-alike escaped), and placed inside
+numbered fences under a fixed template that says so. Nothing a tool says can change the
+template, the number of requests asked for or the answer format.
 
 The answer is parsed leniently (a JSON object ``{"1": [...]}``, a bare list for a single
 tool, or one request per line) and validated strictly: each request must be a short
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shortlist.types import Candidate
+from shortlist.untrusted import fence_line
 
 __all__ = [
     "MAX_REQUEST_CHARS",
@@ -60,10 +62,7 @@ def content_hash(c: Candidate) -> str:
 
 
 def _fold(text: str, limit: int) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    text = _CONTROL.sub(" ", text)
-    text = " ".join(text.split()).replace("<", "‹").replace(">", "›")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return fence_line(unicodedata.normalize("NFKC", text), limit)
 
 
 def _schema_text(c: Candidate, limit: int) -> str:

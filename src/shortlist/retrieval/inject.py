@@ -5,7 +5,8 @@ reaches the turn (selection spec §8.5). :func:`render_system_prompt` retrieves 
 substitutes ``{{memory_context}}`` (facts from the memory store) and ``{{grounding}}`` (corpus
 passages). Injected text is untrusted: each block is wrapped in ``<memories>`` / ``<grounding>``
 tags with a preface saying it is data, not instructions; each item is one line (newlines
-collapsed) and any tag that could close or open a block inside an item is neutralised. Budgets
+collapsed) and cannot close or open a block (:func:`shortlist.untrusted.fence_line`: invisible
+characters dropped, every ``<`` and opening-bracket look-alike escaped). Budgets
 are counted with tiktoken (``o200k_base``, offline) when available, else ``ceil(chars / 4)``.
 A retriever or store that fails is logged as a :class:`RetrievalFailed` event and the turn goes
 on without that block.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -25,6 +25,7 @@ from shortlist.memory.record import ConsentCategory, Memory, validate_scope
 from shortlist.memory.store import MemoryStore
 from shortlist.selection.query import last_user_text
 from shortlist.tokens import count_tokens
+from shortlist.untrusted import fence_line
 
 __all__ = [
     "DEFAULT_PROFILE_CATEGORIES",
@@ -62,7 +63,6 @@ DEFAULT_PROFILE_CATEGORIES = (
 )
 _PROFILE_PREFETCH = 200
 _PROFILE_MAX = 20
-_TAG = re.compile(r"<(\s*/?\s*(?:memories|grounding)\b)", re.IGNORECASE)
 _SLOT = {
     "memory_context": re.compile(r"\{\{\s*memory_context\s*\}\}"),
     "grounding": re.compile(r"\{\{\s*grounding\s*\}\}"),
@@ -70,10 +70,6 @@ _SLOT = {
 #: Both slots in one pattern: the template is scanned once, so text put into one slot is never
 #: scanned again and can never introduce a slot of its own.
 _ANY_SLOT = re.compile(r"\{\{\s*(memory_context|grounding)\s*\}\}")
-#: Characters that render as nothing (zero-width spaces and joiners, bidi marks, soft hyphens).
-_INVISIBLE = re.compile(
-    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
-)
 
 
 @runtime_checkable
@@ -99,22 +95,6 @@ class RetrievalFailed(Event):
 
 def _counter() -> Callable[[str], int]:
     return count_tokens
-
-
-def _clean(text: str) -> str:
-    """One line, and no text that could open or close an injection block.
-
-    Invisible characters are dropped, so ``</memo\u200bries>`` cannot pass for text. A line that
-    spells a block tag only once compatibility forms are folded (full-width ``＜／ｍｅｍｏｒｉｅｓ＞``,
-    small-form ``﹤``) is folded with NFKC before the tags are neutralised; other lines keep
-    their characters.
-    """
-    line = _INVISIBLE.sub("", " ".join(text.split()))
-    if not _TAG.search(line):
-        folded = unicodedata.normalize("NFKC", line)
-        if folded != line and _TAG.search(folded):
-            line = folded
-    return _TAG.sub(r"&lt;\1", line)
 
 
 def default_line(memory: Memory) -> str:
@@ -171,7 +151,7 @@ def _fit_block(
     lines: list[str] = []
     held: list[Memory] = []
     for memory in memories:
-        line = _clean(fmt(memory))
+        line = fence_line(fmt(memory))
         if not line:
             continue
         cost = count(line + "\n")

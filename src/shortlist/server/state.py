@@ -12,11 +12,12 @@ import os
 import secrets
 import threading
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from shortlist.config import BreakerConfig, RuntimeConfig, load_runtime_config
 from shortlist.errors import ConfigError
-from shortlist.events import add_event_hook, remove_event_hook
+from shortlist.events import Event, add_event_hook, emit, remove_event_hook
 from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.server.decisions import DecisionLog
 from shortlist.server.metrics import ServiceMetrics
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from shortlist.memory.store import MemoryStore
     from shortlist.retrieval.corpus import CorpusRetriever
 
-__all__ = ["ServiceState", "open_memory_store"]
+__all__ = ["ServiceState", "WarmUpFailed", "open_memory_store"]
 
 logger = logging.getLogger("shortlist.server")
 
@@ -37,6 +38,23 @@ _WARM_UP_CANDIDATES = (
     Candidate(id="warm_up_send_email", description="Send an email to a recipient."),
     Candidate(id="warm_up_weather", description="Get the weather forecast for a city."),
 )
+
+
+#: Seconds between two retries of a failed warm-up (each started by a ``/readyz`` while it is failing).
+WARM_UP_RETRY_S = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarmUpFailed(Event):
+    """A bound selector's warm-up failed: ``/readyz`` answers 503 until a retry (``attempt``) succeeds."""
+
+    name: ClassVar[str] = "server.warm_up_failed"
+    area: ClassVar[str] = "server"
+    level: int = logging.WARNING
+    kind: str = ""
+    selector: str = ""
+    error: str = ""
+    attempt: int = 1
 
 
 def open_memory_store(url: str) -> MemoryStore:
@@ -137,15 +155,24 @@ class ServiceState:
         self._hooked = False
         #: kind -> name of the selector ``/v1/select`` uses for it, once built and warmed
         self.bound_selectors: dict[str, str] = {}
+        #: kind -> why its selector's warm-up failed (``/readyz`` answers 503 while any is here)
+        self.warm_up_errors: dict[str, str] = {}
+        self.warm_up_retry_s = WARM_UP_RETRY_S
+        self._warm_up_attempts = 1
+        self._warm_up_at = 0.0
+        self._warm_up_lock = threading.Lock()
+        self._warm_up_thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Build and warm every bound selector, hook the metrics; then the service is ready.
+        """Build and warm every bound selector, hook the metrics; then start-up is done.
 
         The selectors ``/v1/select`` uses for tools and for skills are built (options checked,
         models and indexes loaded) and run once on each catalog, or on a two-item stand-in
         without one, so the first request pays nothing and ``/readyz`` only says ``ready`` once
-        that is done. A warm-up that fails is logged (WARNING) and start-up goes on: requests
-        then fall back, observably, as they would anyway.
+        that is done. A warm-up that fails is a ``server.warm_up_failed`` event and start-up goes
+        on (requests fall back, observably), but the service is not ready: ``/readyz`` answers 503
+        with the error, and retries the warm-up in the background at most every
+        ``warm_up_retry_s`` (:meth:`retry_warm_up`) until it succeeds.
 
         Raises:
             ConfigError: a bound selector cannot be built (bad options, missing model, ...).
@@ -158,15 +185,50 @@ class ServiceState:
             if selector is None:
                 continue
             self.bound_selectors[kind] = selector.name
-            if selector.name.startswith("exec:"):
-                continue
-            for catalog in [c for c in self.catalogs.values() if c] or [_WARM_UP_CANDIDATES]:
-                try:
-                    selector.select(Query(text="warm up", kind=kind), self.shortlist.enrich(catalog, kind=kind))
-                except Exception as exc:  # a real request falls back and reports it; start-up goes on
-                    logger.warning("warm-up of selector %s (%s) failed: %s", selector.name, kind, exc)
+            if not selector.name.startswith("exec:"):
+                self._warm(kind)
+        self._warm_up_at = time.monotonic()
         logger.info("selectors built and warmed in %.2f s: %s", time.perf_counter() - started, self.bound_selectors)
         self.ready = True
+
+    def _warm(self, kind: str) -> None:
+        """Run ``kind``'s bound selector once on each catalog; record (and report) or clear its failure."""
+        selector = self.shortlist.selector_for(kind)
+        if selector is None:
+            return
+        for catalog in [c for c in self.catalogs.values() if c] or [_WARM_UP_CANDIDATES]:
+            try:
+                selector.select(Query(text="warm up", kind=kind), self.shortlist.enrich(catalog, kind=kind))
+            except Exception as exc:  # a real request falls back and reports it; start-up goes on, not ready
+                error = f"{type(exc).__name__}: {exc}"
+                self.warm_up_errors[kind] = error
+                emit(WarmUpFailed(kind=kind, selector=selector.name, error=error, attempt=self._warm_up_attempts))
+                return
+        self.warm_up_errors.pop(kind, None)
+
+    def retry_warm_up(self) -> bool:
+        """Start one background retry of the failed warm-ups, unless one runs or the last began under
+        ``warm_up_retry_s`` ago; whether one started."""
+        with self._warm_up_lock:
+            if not self.ready or not self.warm_up_errors:
+                return False
+            if self._warm_up_thread is not None and self._warm_up_thread.is_alive():
+                return False
+            if time.monotonic() - self._warm_up_at < self.warm_up_retry_s:
+                return False
+            self._warm_up_at = time.monotonic()
+            self._warm_up_attempts += 1
+            kinds = list(self.warm_up_errors)
+
+            def run() -> None:
+                for kind in kinds:
+                    self._warm(kind)
+                if not self.warm_up_errors:
+                    logger.info("warm-up retry %d succeeded: the service is ready", self._warm_up_attempts)
+
+            self._warm_up_thread = threading.Thread(target=run, name="shortlist-warm-up", daemon=True)
+            self._warm_up_thread.start()
+            return True
 
     def selector_names(self) -> tuple[str, ...]:
         """Names a request may ask for (never ``exec:COMMAND``: a client must not run programs)."""

@@ -1,4 +1,4 @@
-"""``GET /healthz`` (the process answers), ``GET /readyz`` (start-up done, not shutting down), ``GET /metrics``."""
+"""``GET /healthz`` (the process answers), ``GET /readyz`` (started and warmed, not shutting down), ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -22,22 +22,32 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness", responses={503: {"description": "Starting or shutting down"}})
+@router.get(
+    "/readyz", summary="Readiness", responses={503: {"description": "Starting, warm-up failed or shutting down"}}
+)
 async def readyz(request: Request) -> Any:
-    """``ready`` once catalogs are loaded and the bound selectors built and warmed; 503 before that and at shutdown.
+    """``ready`` once catalogs are loaded and the bound selectors built and warmed; 503 before that, at
+    shutdown, and while a selector's warm-up has failed (``warm_up_failed``, with ``warm_up_errors``).
 
     ``selectors`` names the selector of each kind (``tool``, ``skill``) that is built and warmed;
     ``instance`` names this server (one ``shortlist serve``, every worker alike), so a readiness
-    check can tell it from another server on the same address.
+    check can tell it from another server on the same address. A failed warm-up is retried in the
+    background, at most every 30 s, when this route is asked.
     """
     state = state_of(request)
-    body = {
-        "status": "ready" if state.ready else "not_ready",
+    errors = dict(state.warm_up_errors)
+    if errors:
+        state.retry_warm_up()
+    status = "not_ready" if not state.ready else "warm_up_failed" if errors else "ready"
+    body: dict[str, Any] = {
+        "status": status,
         "instance": state.instance,
         "catalogs": {k: len(v) for k, v in state.catalogs.items()},
         "selectors": dict(state.bound_selectors),
     }
-    return JSONResponse(body, status_code=200 if state.ready else 503)
+    if errors:
+        body["warm_up_errors"] = errors
+    return JSONResponse(body, status_code=200 if status == "ready" else 503)
 
 
 @router.get(
