@@ -79,6 +79,7 @@ class PrefixBroken(Event):
     request: int = 0
     part: str = ""
     reason: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,12 +115,20 @@ class PrefixCheck:
             ``skill_tools``, ``skill_index``, ``grounding``, ``system_prompt``, ``reduction``,
             ``history_replaced``, or ``<part>_changed`` when the runtime knows no cause);
             ``""`` when the prefix survived.
+        cache_miss_reason: the break in the provider's words (Anthropic's cache diagnostics:
+            ``tools_changed``, ``system_changed``, ``messages_changed``), ``""`` when the prefix
+            survived or on the first request.
+        detail: what changed, for a person: the tools added, removed or redefined (or their
+            order), the character at which the system prompt first differs, the first history
+            message that differs or how much shorter the history got; ``""`` without a break.
     """
 
     request: int
     survived: bool
     part: PrefixPart | None = None
     reason: str = ""
+    cache_miss_reason: str = ""
+    detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -145,6 +154,36 @@ def _digest(message: Any) -> bytes:
     return hashlib.blake2b(_canonical(_strip_cache_control(message)).encode(), digest_size=16).digest()
 
 
+def _tool_name(tool: Any) -> str:
+    if not isinstance(tool, Mapping):
+        return "?"
+    function = tool.get("function")
+    if isinstance(function, Mapping) and "name" in function:  # OpenAI chat completions
+        return str(function["name"])
+    return str(tool.get("name", "?"))
+
+
+def _tools_detail(before: Sequence[tuple[str, str]], now: Sequence[tuple[str, str]]) -> str:
+    """Which tools were added, removed or redefined between two tools arrays (else: the order)."""
+    old, new = dict(before), dict(now)
+    added = [n for n in new if n not in old]
+    removed = [n for n in old if n not in new]
+    redefined = [n for n in new if n in old and new[n] != old[n]]
+    parts = [
+        f"{label}: {', '.join(names)}"
+        for label, names in (("added", added), ("removed", removed), ("redefined", redefined))
+        if names
+    ]
+    return "; ".join(parts) or "tool order changed"
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+_MISS_REASONS: dict[str, str] = {"tools": "tools_changed", "system": "system_changed", "history": "messages_changed"}
+
+
 class PrefixTracker:
     """Compares each request of a conversation with the previous one, part by part.
 
@@ -165,6 +204,7 @@ class PrefixTracker:
         #: requests whose cached prefix broke (the first request is not counted)
         self.breaks = 0
         self._tools: str | None = None
+        self._tool_list: list[tuple[str, str]] = []
         self._system = ""
         self._messages: list[bytes] = []
         self._signals: dict[str, dict[str, Any]] = {}
@@ -179,6 +219,19 @@ class PrefixTracker:
             messages = messages[1:] if has_system else messages
         return _canonical(request.get("tools")), _canonical(system), [_digest(m) for m in messages]
 
+    def _detail(self, part: PrefixPart, tool_list: list[tuple[str, str]], system: str, messages: list[bytes]) -> str:
+        if part == "tools":
+            return _tools_detail(self._tool_list, tool_list)
+        if part == "system":
+            return f"system prompt differs from character {_first_difference(self._system, system)}"
+        same = next(
+            (i for i, (a, b) in enumerate(zip(self._messages, messages, strict=False)) if a != b),
+            min(len(self._messages), len(messages)),
+        )
+        if same == len(messages):
+            return f"history shortened from {len(self._messages)} to {len(messages)} messages"
+        return f"message {same + 1} of {len(self._messages)} changed ({same} kept as they were)"
+
     def check(self, request: Mapping[str, Any], signals: Mapping[str, Mapping[str, Any]]) -> PrefixCheck:
         """Compare ``request`` with the previous one and remember it; emit :class:`PrefixBroken` on a break.
 
@@ -188,6 +241,8 @@ class PrefixTracker:
                 changes when it changes that part.
         """
         tools, system, messages = self._parts(request)
+        raw_tools = request.get("tools")
+        tool_list = [(_tool_name(t), _canonical(t)) for t in raw_tools] if isinstance(raw_tools, list) else []
         self.requests += 1
         part: PrefixPart | None = None
         if self._tools is None:
@@ -204,10 +259,11 @@ class PrefixTracker:
             else:
                 before, now = self._signals.get(part, {}), signals.get(part, {})
                 reason = next((k for k, v in now.items() if before.get(k, v) != v), f"{part}_changed")
-                check = PrefixCheck(self.requests, False, part, reason)
+                detail = self._detail(part, tool_list, system, messages)
+                check = PrefixCheck(self.requests, False, part, reason, _MISS_REASONS[part], detail)
                 self.breaks += 1
-                emit(PrefixBroken(request=self.requests, part=part, reason=reason))
-        self._tools, self._system, self._messages = tools, system, messages
+                emit(PrefixBroken(request=self.requests, part=part, reason=reason, detail=detail))
+        self._tools, self._tool_list, self._system, self._messages = tools, tool_list, system, messages
         self._signals = {p: dict(v) for p, v in signals.items()}
         return check
 
