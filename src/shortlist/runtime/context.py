@@ -18,7 +18,10 @@ every request of a conversation, and the messages append-only:
   holds (a cleared result keeps its call id, so pairs stay valid); then, if that is not enough,
   the :class:`~shortlist.reduction.ReductionStage` drops whole steps (relevance to the current
   turn), keeping the user's own messages while they fit. A ``find_tools`` exchange that loaded
-  a tool the session still counts as loaded is never cleared or dropped.
+  a tool the session still counts as loaded is never cleared or dropped. What the cleared and
+  dropped messages stated is not all lost: the sentences that carry facts (numbers, ids, names:
+  :mod:`shortlist.reduction.facts`) are kept on one fact sheet at the start of the history,
+  carried through every later reduction.
 * **Every request is compared with the previous one** (:class:`PrefixTracker`): whether the
   cached prefix survived and, when not, which part broke it (``tools``, ``system``,
   ``history``) and why (``offer_changed``, ``grounding``, ``reduction``, ...).
@@ -39,11 +42,13 @@ from shortlist.events import Event, emit
 
 if TYPE_CHECKING:
     from shortlist.reduction import ContextFragment, ReductionStage
+    from shortlist.reduction.facts import FactSheet
     from shortlist.runtime.formats import Format
 
 __all__ = [
     "CLEARED_TOOL_RESULT",
     "DEFAULT_LOW_WATER",
+    "FACT_SHEET_SHARE",
     "GROUNDING_PLACEMENTS",
     "GroundingPlacement",
     "HistoryReduced",
@@ -61,6 +66,8 @@ GroundingPlacement = Literal["history", "system"]
 GROUNDING_PLACEMENTS: tuple[str, ...] = ("history", "system")
 #: The share of the history budget a reduction brings the history down to.
 DEFAULT_LOW_WATER = 0.6
+#: The most of the low-water mark the fact sheet of removed messages may take.
+FACT_SHEET_SHARE = 0.25
 #: What a cleared tool result says instead of its content (its call id stays, so the pair is valid).
 CLEARED_TOOL_RESULT = (
     "[cleared: an earlier tool result was removed to keep the context small; call the tool again if needed]"
@@ -99,6 +106,7 @@ class HistoryReduced(Event):
     cleared_context: int = 0
     dropped_messages: int = 0
     kept_searches: int = 0
+    kept_facts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +307,8 @@ class Reduction:
         dropped_messages: messages the reduction stage dropped.
         kept_searches: ``find_tools`` exchanges kept because a tool they loaded is still loaded.
         over_budget: even the stage could not reach the low-water mark (best effort).
+        kept_facts: facts on the history's fact sheet after the reduction (what removed
+            messages stated; 0 when ``keep_facts`` is off).
     """
 
     reduced: bool
@@ -313,6 +323,7 @@ class Reduction:
     dropped_messages: int = 0
     kept_searches: int = 0
     over_budget: bool = False
+    kept_facts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the turn report's ``reduction``, with ``skipped`` = not reduced)."""
@@ -323,6 +334,33 @@ def _text_parts(content: Any) -> list[str]:
     if not isinstance(content, list):
         return []
     return [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and "text" in p]
+
+
+def _said(message: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(role, text)`` of what a message states in words (a tool call's arguments are not counted)."""
+    role = str(message.get("role", ""))
+    content = message.get("content")
+    texts = [content] if isinstance(content, str) else _text_parts(content)
+    return [(role, t) for t in texts if t]
+
+
+def _without_sheet(message: dict[str, Any], header: str) -> dict[str, Any] | None:
+    """``message`` without a fact-sheet part (None when the sheet was all of it)."""
+    if message.get("role") != "user":
+        return message
+    content = message.get("content")
+    if isinstance(content, str):
+        return None if content.startswith(header) else message
+    if not isinstance(content, list):
+        return message
+    rest = [
+        p
+        for p in content
+        if not (isinstance(p, Mapping) and p.get("type") == "text" and str(p.get("text", "")).startswith(header))
+    ]
+    if len(rest) == len(content):
+        return message
+    return {**message, "content": rest} if rest else None
 
 
 @dataclass
@@ -341,6 +379,9 @@ class HistoryWindow:
         max_tokens / max_chars: the history budget (None, None: never reduced).
         low_water: the share of the budget a reduction brings the history down to, in (0, 1].
         reduction: ``"relevance"`` or ``"newest"``: how the stage picks the steps it keeps.
+        keep_facts: keep the facts that cleared and dropped messages stated on a fact sheet at
+            the start of the history (:class:`~shortlist.reduction.facts.FactSheet`, at most
+            :data:`FACT_SHEET_SHARE` of the low-water mark, oldest facts out first).
 
     Raises:
         ConfigError: ``low_water`` outside (0, 1], a non-positive budget or an unknown reducer.
@@ -353,6 +394,7 @@ class HistoryWindow:
         max_chars: int | None = None,
         low_water: float = DEFAULT_LOW_WATER,
         reduction: str = "relevance",
+        keep_facts: bool = True,
     ) -> None:
         if isinstance(low_water, bool) or not isinstance(low_water, int | float) or not 0 < low_water <= 1:
             raise ConfigError(f"low_water must be a share of the budget in (0, 1], not {low_water!r}")
@@ -366,6 +408,10 @@ class HistoryWindow:
         self.low_water = float(low_water)
         self.target_tokens = max(1, math.floor(max_tokens * low_water)) if max_tokens is not None else None
         self.target_chars = max(1, math.floor(max_chars * low_water)) if max_chars is not None else None
+        # with a fact sheet, the messages go down to the mark less the sheet's share: both fit under it
+        share = FACT_SHEET_SHARE if keep_facts else 0.0
+        self._clear_tokens = max(1, math.floor(self.target_tokens * (1 - share))) if self.target_tokens else None
+        self._clear_chars = max(1, math.floor(self.target_chars * (1 - share))) if self.target_chars else None
         self.stage: ReductionStage | None = None
         #: the same stage at the budget itself: the fallback when the turn alone passes the mark
         self.budget_stage: ReductionStage | None = None
@@ -373,10 +419,20 @@ class HistoryWindow:
             from shortlist.reduction import ReductionStage
 
             self.stage = ReductionStage.local(
-                "history", max_tokens=self.target_tokens, max_chars=self.target_chars, selector=reduction
+                "history", max_tokens=self._clear_tokens, max_chars=self._clear_chars, selector=reduction
             )
             self.budget_stage = ReductionStage.local(
                 "history", max_tokens=max_tokens, max_chars=max_chars, selector=reduction
+            )
+        self.facts: FactSheet | None = None
+        if keep_facts and self.stage is not None:
+            from shortlist.reduction.facts import FactSheet
+
+            by_tokens = self.target_tokens is not None
+            target = self.target_tokens if by_tokens else self.target_chars
+            assert target is not None
+            self.facts = FactSheet(
+                self.stage.counter.count if by_tokens else len, max(1, math.floor(target * FACT_SHEET_SHARE))
             )
         self.messages: list[dict[str, Any]] = []
         #: reductions applied so far
@@ -475,15 +531,22 @@ class HistoryWindow:
             )
         keep = set(keep_calls)
         kept_searches = sum(1 for m in self.messages if m.get("role") == "tool" and str(m.get("tool_call_id")) in keep)
+        snapshot = list(self.messages)
+        injected = {part.text for part in self._injected}
         cleared_tools, cleared_context = self._clear(sizes, keep)
         tokens, chars = sum(sizes.tokens), sum(sizes.chars)
         dropped = 0
         over = False
-        if not self._fits(tokens, chars, self.target_tokens, self.target_chars):
+        if not self._fits(tokens, chars, self._clear_tokens, self._clear_chars):
             before = len(self.messages)
             tokens, chars, over = await self._drop_steps(goal, keep)
             dropped = before - len(self.messages)
         self._forget_removed_context()
+        kept_facts = 0
+        if self.facts is not None:
+            kept_facts = self._keep_facts(snapshot, injected)
+            after = self._sizes(self._fragments(self.messages))
+            tokens, chars = sum(after.tokens), sum(after.chars)
         self.reductions += 1
         self.generation += 1
         outcome = Reduction(
@@ -499,6 +562,7 @@ class HistoryWindow:
             dropped,
             kept_searches,
             over,
+            kept_facts,
         )
         emit(
             HistoryReduced(
@@ -512,9 +576,65 @@ class HistoryWindow:
                 cleared_context=cleared_context,
                 dropped_messages=dropped,
                 kept_searches=kept_searches,
+                kept_facts=kept_facts,
             )
         )
         return outcome
+
+    def _keep_facts(self, before: Sequence[Mapping[str, Any]], injected: Collection[str]) -> int:
+        """Put what the removed messages stated on the fact sheet, at the history's start; return its facts."""
+        from shortlist.reduction.facts import FACTS_HEADER
+
+        assert self.facts is not None
+        remaining: dict[tuple[str, str], int] = {}
+        for message in self.messages:
+            for said in _said(message):
+                remaining[said] = remaining.get(said, 0) + 1
+        from shortlist.offer import SEARCH_TOOL_NAME
+
+        searches = {  # a find_tools result lists definitions, not facts of the conversation
+            str(c.get("id"))
+            for m in before
+            for c in m.get("tool_calls") or ()
+            if isinstance(c, Mapping) and (c.get("function") or {}).get("name") == SEARCH_TOOL_NAME
+        }
+        lost: list[tuple[str, str]] = []
+        for old in before:
+            if old.get("role") == "tool" and str(old.get("tool_call_id")) in searches:
+                continue
+            for role, text in _said(old):
+                if text in injected or text.startswith(FACTS_HEADER) or text == CLEARED_TOOL_RESULT:
+                    continue  # context comes back by retrieval; the old sheet is re-rendered below
+                if remaining.get((role, text), 0) > 0:
+                    remaining[(role, text)] -= 1
+                else:
+                    lost.append((role, text))
+        self.facts.add(lost)
+        self.messages = [m for m in (_without_sheet(m, FACTS_HEADER) for m in self.messages) if m is not None]
+        # the sheet fits under the low-water mark with the messages (else, under the budget itself)
+        sizes = self._sizes(self._fragments(self.messages))
+        by_tokens = self.max_tokens is not None
+        mark = self.target_tokens if by_tokens else self.target_chars
+        budget = self.max_tokens if by_tokens else self.max_chars
+        used = sum(sizes.tokens) if by_tokens else sum(sizes.chars)
+        assert mark is not None and budget is not None
+        room = (mark if used <= mark else budget) - used - self.facts.count(" ")  # a little for the part's framing
+        self.facts.fit(min(self.facts.max_size, max(0, room)))
+        sheet = self.facts.render()
+        if sheet:
+            part = {"type": "text", "text": sheet}
+            first = self.messages[0] if self.messages else None
+            if first is not None and first.get("role") == "user":
+                content = first.get("content")
+                rest = (
+                    list(content)
+                    if isinstance(content, list)
+                    else ([{"type": "text", "text": content}] if content else [])
+                )
+                self.messages[0] = {**first, "content": [part, *rest]}
+            else:
+                self.messages.insert(0, {"role": "user", "content": [part]})
+        return len(self.facts.facts)
 
     def _clear(self, sizes: _Sizes, keep: set[str]) -> tuple[int, int]:
         """Clear old tool results and old injected context, oldest first, until the low-water mark holds."""
@@ -522,7 +642,7 @@ class HistoryWindow:
         injected = {part.text for part in self._injected}
         cleared_tools = cleared_context = 0
         for i in range(last_user):  # never the current turn: its user message and what follows
-            if self._fits(sum(sizes.tokens), sum(sizes.chars), self.target_tokens, self.target_chars):
+            if self._fits(sum(sizes.tokens), sum(sizes.chars), self._clear_tokens, self._clear_chars):
                 break
             message = self.messages[i]
             role = message.get("role")
