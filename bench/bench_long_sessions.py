@@ -3,8 +3,8 @@
 **The development set** (:func:`generate`, deterministic: ``random.Random(seed)`` only): long
 traces of ``--turns`` turns (default 60). Each turn is a user question (about 30 words of
 prose), on every third turn a tool call whose result is about 120 words, and an answer of about
-``--answer-words`` words (default 260): about 450 tokens a turn, so a 60-turn trace is about
-27k tokens against a 6k-token history budget. Nine *needles*, each a distinct random id
+``--answer-words`` words (default 260): about 340 tokens a turn, so a 60-turn trace says about
+20.5k tokens against a 6k-token history budget. Nine *needles*, each a distinct random id
 (``L48213``, ``T90412``, ...): three stated by the user in turns 0-2, three by the model in its
 answers of turns 0-2, three by tool results of turns 1, 4 and 7 (every third turn calls a tool).
 Each needle is asked about later, at a turn drawn in the last third of the trace (``asked_at``);
@@ -40,7 +40,7 @@ the 1st, 2nd and 3rd reduction (target: >= 0.9 after 3), and the share present i
 of the turn that asks about them.
 
 Run: ``python bench/bench_long_sessions.py [--traces 5] [--turns 60] [--budget 6000]
-[--prices anthropic-5m] [--json] [--write DIR]``.
+[--low-water 0.6] [--prices anthropic-5m] [--formats anthropic,openai] [--json] [--write DIR]``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from typing import Any  # noqa: E402
 
 from shortlist.offer import PRICE_PRESETS, Prices  # noqa: E402
 from shortlist.runtime import Conversation, Pack, Tool  # noqa: E402
+from shortlist.runtime.context import DEFAULT_LOW_WATER  # noqa: E402
 from shortlist.tokens import default_counter  # noqa: E402
 
 _PROSE = (
@@ -184,7 +185,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_trace(trace: Mapping[str, Any], fmt: str, budget: int, setting: str) -> dict[str, Any]:
+def run_trace(
+    trace: Mapping[str, Any], fmt: str, budget: int, setting: str, low_water: float = DEFAULT_LOW_WATER
+) -> dict[str, Any]:
     """Drive one trace; return its requests and each turn's report."""
     requests: list[dict[str, Any]] = []
     state: dict[str, Any] = {}
@@ -208,7 +211,7 @@ def run_trace(trace: Mapping[str, Any], fmt: str, budget: int, setting: str) -> 
         tool_selector="bm25",
         k=3,
         max_tokens=budget,
-        **SETTINGS[setting],
+        **{"low_water": low_water, **SETTINGS[setting]},
     )
     starts: list[int] = []
     reports = []
@@ -295,6 +298,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=60)
     ap.add_argument("--answer-words", type=int, default=260)
     ap.add_argument("--budget", type=int, default=6000)
+    ap.add_argument("--low-water", type=float, default=DEFAULT_LOW_WATER, help="of the rare settings (0.6)")
     ap.add_argument("--prices", choices=list(PRICE_PRESETS), default="anthropic-5m")
     ap.add_argument("--formats", default="anthropic,openai")
     ap.add_argument("--write", metavar="DIR", help="also store the traces as DIR/traces.jsonl")
@@ -310,7 +314,7 @@ def main() -> int:
     rows: dict[str, dict[str, Any]] = {}
     for setting in SETTINGS:
         runs = [
-            measure(trace, run_trace(trace, fmt, args.budget, setting), fmt, prices)
+            measure(trace, run_trace(trace, fmt, args.budget, setting, args.low_water), fmt, prices)
             for trace in traces
             for fmt in formats
         ]
