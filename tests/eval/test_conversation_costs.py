@@ -169,3 +169,15 @@ def test_a_reduction_rewrites_the_history_and_is_counted(two_turns: Path) -> Non
 def test_bad_cost_model_settings(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         CostModel(**kwargs)
+
+
+def test_the_text_table_names_the_preset_and_the_context(two_turns: Path) -> None:
+    from shortlist.cli.eval import _conversation_table
+
+    model = CostModel(Prices.preset("gemini-implicit"), grounding_tokens=500, placement="system", history_budget=9000)
+    text = _conversation_table(_replay(two_turns, model, ["all"], [0]), [0])
+    assert "prices gemini-implicit: writes 1x, reads 0.1x, minimum cacheable prefix 1,024 tokens" in text
+    assert "context a turn: 500 grounding + 0 memory tokens in the system; history budget 9,000" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    plain = _conversation_table(_replay(two_turns, CostModel(), ["all"], [0]), [0])
+    assert "prices" not in plain and "context a turn" not in plain

@@ -631,6 +631,19 @@ def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
         for r in rows
     ]
     lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
+    prices, context = report.get("prices"), report.get("context")
+    if prices:
+        lines.append(
+            f"prices {prices['preset']}: writes {prices['cache_write']:g}x, reads {prices['cache_read']:g}x, "
+            f"minimum cacheable prefix {prices['min_prefix']:,} tokens"
+        )
+    if context:
+        budget = context["history_budget"]
+        lines.append(
+            f"context a turn: {context['grounding_tokens']:,} grounding + {context['memory_tokens']:,} memory tokens "
+            f"in the {context['placement']}"
+            + (f"; history budget {budget:,} (low water {context['low_water']:g})" if budget else "")
+        )
     lines.append("")
     sim = report.get("simulation")
     if sim:
