@@ -64,6 +64,14 @@ def test_model_and_tool_facts_survive_three_reductions() -> None:
     assert all(o.tokens_after is not None and o.tokens_after <= 900 for o in outcomes)
 
 
+def test_replacing_the_history_forgets_the_sheet() -> None:
+    window = HistoryWindow(max_tokens=1500)
+    _run(window, 60, 1)
+    assert window.facts is not None and window.facts.facts
+    window.replace([{"role": "user", "content": "a new start"}])
+    assert window.facts.facts == [] and window.facts.render() == ""
+
+
 def test_without_the_sheet_the_facts_are_lost() -> None:
     window = HistoryWindow(max_tokens=1500, keep_facts=False)
     outcomes = _run(window, 60, 3)

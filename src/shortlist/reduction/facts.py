@@ -108,6 +108,11 @@ class FactSheet:
             least = min(range(len(self.facts)), key=lambda i: (self._weights.get(self.facts[i], 0), i))
             self._weights.pop(self.facts.pop(least), None)
 
+    def clear(self) -> None:
+        """Forget every fact (the history was replaced)."""
+        self.facts.clear()
+        self._weights.clear()
+
     def render(self) -> str:
         """The sheet as the text part the history carries ("" when empty)."""
         return "\n".join([FACTS_HEADER, *self.facts]) if self.facts else ""

@@ -445,9 +445,11 @@ class HistoryWindow:
 
     # -- building ---------------------------------------------------------------------------------
     def replace(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Start over from ``messages`` (a host replaced the history): nothing injected is known there."""
+        """Start over from ``messages`` (a host replaced the history): no injected part, no kept fact, is known."""
         self.messages = [dict(m) for m in messages]
         self._injected = []
+        if self.facts is not None:  # what the old history stated is not this one's
+            self.facts.clear()
         self.replacements += 1
         self.generation += 1
 
