@@ -130,3 +130,48 @@ def test_a_price_multiplier_that_is_not_a_finite_number_is_refused(flag: str, va
     out = cli("--dataset", str(CONV), "--selector", "bm25", f"{flag}={value}", "--json", "--no-progress")
     assert out.returncode == 2, out.stdout[:200]
     assert out.stdout == "" and out.stderr.startswith(f"shortlist: error: {flag} ") and out.stderr.count("\n") == 1
+
+
+def test_a_price_preset_is_billed_and_recorded() -> None:
+    base = [*("--dataset", str(CONV), "--selector", "bm25", "--strategies", "all", "--json", "--no-progress")]
+    default, hour, custom = (
+        cli(*base),
+        cli(*base, "--prices", "anthropic-1h"),
+        cli(*base, "--prices", "anthropic-1h", "--cache-read", "0.05"),
+    )
+    assert default.returncode == hour.returncode == custom.returncode == 0, hour.stderr + custom.stderr
+    assert "prices" not in json.loads(default.stdout)  # no preset: the report is what it always was
+    report = json.loads(hour.stdout)
+    assert report["prices"] == {"preset": "anthropic-1h", "cache_write": 2.0, "cache_read": 0.1, "min_prefix": 1024}
+    cost = json.loads(default.stdout)["strategies"]["all"]["cost"]
+    assert report["strategies"]["all"]["cost"]["20000"] > cost["20000"]  # writes cost 2x, not 1.25x
+    overridden = json.loads(custom.stdout)["prices"]
+    assert overridden == {"preset": "anthropic-1h+custom", "cache_write": 2.0, "cache_read": 0.05, "min_prefix": 1024}
+
+
+def test_grounding_placement_and_budget_flags() -> None:
+    base = [*("--dataset", str(CONV), "--selector", "bm25", "--strategies", "deferred", "--history", "20000")]
+    base += ["--grounding-tokens", "500", "--json", "--no-progress"]
+    appended, system = cli(*base), cli(*base, "--placement", "system")
+    budget = cli(*base, "--history-budget", "20000")
+    assert appended.returncode == system.returncode == budget.returncode == 0, system.stderr + budget.stderr
+    a, s = (json.loads(x.stdout)["strategies"]["deferred"]["cost"]["20000"] for x in (appended, system))
+    assert a < s
+    reduced = json.loads(budget.stdout)
+    assert reduced["context"]["history_budget"] == 20000
+    assert reduced["strategies"]["deferred"]["by_history"]["20000"]["reductions"] >= 1
+
+
+def test_bad_cost_flags_are_one_line_errors() -> None:
+    for args, message in [
+        (("--prices", "azure"), "invalid choice"),
+        (("--grounding-tokens", "-5"), "--grounding-tokens must be >= 0"),
+        (("--placement", "user"), "invalid choice"),
+        (("--history-budget", "0"), "--history-budget must be a positive"),
+        (("--low-water", "1.5"), "--low-water must be"),
+    ]:
+        out = cli("--dataset", str(CONV), "--selector", "bm25", *args, "--no-progress")
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    retrieval = cli("--dataset", str(CONV.parent / "eval_tiny"), "--prices", "openai-legacy", "--no-progress")
+    assert retrieval.returncode == 2 and "for conversation datasets" in retrieval.stderr

@@ -47,6 +47,7 @@ def test_public_names_are_exported() -> None:
         "compressor",
         "contract",
         "events",
+        "facts",
         "fragments",
         "local",
         "model_selector",

@@ -297,7 +297,9 @@ def test_system_placement_renders_grounding_into_the_system_prompt() -> None:
     assert requests[0]["messages"][1] == {"role": "user", "content": "how many days do refunds take after purchase?"}
     # the turn's grounding changed the system prompt: the cached prefix broke there, and the report says why
     assert "Shipping takes 3 days" in requests[1]["messages"][0]["content"]
-    assert second.report.prefix == {"request": 2, "survived": False, "part": "system", "reason": "grounding"}
+    prefix = second.report.prefix
+    assert (prefix["request"], prefix["part"], prefix["reason"]) == (2, "system", "grounding")
+    assert prefix["cache_miss_reason"] == "system_changed" and prefix["detail"].startswith("system prompt differs")
     assert any(e["name"] == "runtime.prefix_broken" and e["reason"] == "grounding" for e in second.report.events)
 
 

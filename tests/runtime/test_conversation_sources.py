@@ -138,7 +138,10 @@ def test_skills_index_narrowed_per_turn_and_activation_adds_tools(tmp_path: Path
     last_index = {t["function"]["name"]: t["function"]["description"] for t in requests[-1]["tools"]}
     assert "spreadsheets" in last_index["skill__activate"]
     # the index changed the tools array, so the cached prefix broke there, and the report says why
-    assert image.report.prefix == {"request": 3, "survived": False, "part": "tools", "reason": "skill_index"}
+    prefix = image.report.prefix
+    assert (prefix["request"], prefix["part"], prefix["reason"]) == (3, "tools", "skill_index")
+    assert prefix["cache_miss_reason"] == "tools_changed"
+    assert prefix["detail"] == "redefined: skill__activate"  # the index is the activation tool's description
 
 
 def test_skills_index_listed_once_in_the_history_keeps_the_tools_array(tmp_path: Path) -> None:
@@ -156,7 +159,16 @@ def test_skills_index_listed_once_in_the_history_keeps_the_tools_array(tmp_path:
     assert own == {"type": "text", "text": "please fill this pdf form"}
     assert "- pdf-forms: Fill and read PDF forms" in listing["text"] and "spreadsheets" not in listing["text"]
     assert "read_pdf" in [t["function"]["name"] for t in requests[1]["tools"]]  # activation still adds its tool
-    assert first.report.prefix_breaks == [{"request": 2, "survived": False, "part": "tools", "reason": "skill_tools"}]
+    assert first.report.prefix_breaks == [
+        {
+            "request": 2,
+            "survived": False,
+            "part": "tools",
+            "reason": "skill_tools",
+            "cache_miss_reason": "tools_changed",
+            "detail": "added: read_pdf",
+        }
+    ]
     # the same skill asked again: nothing new to list, the message is the user's text alone
     conv.send("fill another pdf form")
     assert requests[2]["messages"][-1] == {"role": "user", "content": "fill another pdf form"}

@@ -122,7 +122,14 @@ def test_tools_and_system_stay_byte_identical_while_grounding_moves_every_turn(f
         assert text in context and context.count("<grounding>") == 1  # this turn's document, in its turn
         assert ("prefers metric units" in context) == (i == 0)  # the profile memory once, on the first turn
     assert [r.prefix_cached for r in reports] == [False, True, True, True, True]
-    assert reports[0].prefix == {"request": 1, "survived": False, "part": None, "reason": "first_request"}
+    assert reports[0].prefix == {
+        "request": 1,
+        "survived": False,
+        "part": None,
+        "reason": "first_request",
+        "cache_miss_reason": "",
+        "detail": "",
+    }
     assert all(not r.prefix_breaks for r in reports) and conv.prefix.breaks == 0
 
 
@@ -208,7 +215,8 @@ def test_reduction_comes_in_rare_large_steps_and_is_the_only_break(fmt: str) -> 
     assert all(b - a >= 4 for a, b in itertools.pairwise(turns))  # the room left lasts several turns
     for r in reduced:  # from over the budget down to the low-water mark (60%)
         assert r.tokens_before > 3000 and r.tokens_after <= 1800
-        assert r.prefix == {"request": r.prefix["request"], "survived": False, "part": "history", "reason": "reduction"}
+        assert (r.prefix["survived"], r.prefix["part"], r.prefix["reason"]) == (False, "history", "reduction")
+        assert r.prefix["cache_miss_reason"] == "messages_changed" and "changed" in r.prefix["detail"]
         assert r.reduction["cleared_tool_results"] >= 1  # old tool results go first
     breaks = [b for r in reports for b in r.prefix_breaks]
     assert len(breaks) == len(reduced) == conv.prefix.breaks == conv.window.reductions
@@ -349,14 +357,40 @@ def test_prefix_tracker_names_the_part_and_the_reason() -> None:
         _req([{"name": "a"}, {"name": "b"}], "s", [plain_user, answer]),
         {**signals, "tools": {"offer_changed": ("a", "b")}},
     )
-    assert (changed.part, changed.reason) == ("tools", "offer_changed")
+    assert (changed.part, changed.reason, changed.detail) == ("tools", "offer_changed", "added: b")
+    assert changed.cache_miss_reason == "tools_changed"
     system = tracker.check(
         _req([{"name": "a"}, {"name": "b"}], "t", [plain_user, answer]), {"history": {"reduction": 0}}
     )
     assert (system.part, system.reason) == ("system", "system_changed")  # no signal moved: the part is named
+    assert system.detail.startswith("system prompt differs from character")
     shorter = tracker.check(_req([{"name": "a"}, {"name": "b"}], "t", [plain_user]), {"history": {"reduction": 1}})
     assert (shorter.part, shorter.reason) == ("history", "reduction")
+    assert (shorter.cache_miss_reason, shorter.detail) == ("messages_changed", "history shortened from 2 to 1 messages")
     assert tracker.breaks == 3 and tracker.requests == 5
+
+
+def test_prefix_tracker_says_which_tools_and_which_message_changed() -> None:
+    tracker = PrefixTracker("openai")
+
+    def fn(name: str, description: str = "d") -> dict[str, Any]:
+        return {"type": "function", "function": {"name": name, "description": description}}
+
+    def req(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"tools": tools, "messages": [{"role": "system", "content": "s"}, *messages]}
+
+    a, b = {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}
+    tracker.check(req([fn("x"), fn("y")], [a]), {})
+    swapped = tracker.check(req([fn("y"), fn("x")], [a]), {})
+    assert (swapped.part, swapped.detail) == ("tools", "tool order changed")
+    mixed = tracker.check(req([fn("y", "other"), fn("z")], [a]), {})
+    assert mixed.detail == "added: z; removed: x; redefined: y"
+    tracker.check(req([fn("y", "other"), fn("z")], [a, b]), {})
+    edited = tracker.check(req([fn("y", "other"), fn("z")], [a, {"role": "assistant", "content": "c"}]), {})
+    assert (edited.part, edited.reason) == ("history", "history_changed")
+    assert edited.detail == "message 2 of 2 changed (1 kept as they were)"
+    kept = tracker.check(req([fn("y", "other"), fn("z")], [a, {"role": "assistant", "content": "c"}, b]), {})
+    assert kept.survived and (kept.cache_miss_reason, kept.detail) == ("", "")
 
 
 def test_replacing_the_history_is_reported_as_the_reason() -> None:
@@ -365,7 +399,9 @@ def test_replacing_the_history_is_reported_as_the_reason() -> None:
     conv.send("hello")
     conv.history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "sure"}]
     result = conv.send("hello again")
-    assert result.report.prefix == {"request": 2, "survived": False, "part": "history", "reason": "history_replaced"}
+    prefix = result.report.prefix
+    assert (prefix["request"], prefix["part"], prefix["reason"]) == (2, "history", "history_replaced")
+    assert prefix["detail"] == "message 1 of 1 changed (0 kept as they were)"  # "hello" became "earlier"
     assert [m["content"] for m in requests[-1]["messages"][1:]] == ["earlier", "sure", "hello again"]
 
 

@@ -26,6 +26,8 @@ _METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10", "mrr@10", "abstentio
 
 #: the embedded models (``shortlist.embeddings.default.EMBEDDED_MODELS``, not imported at start-up: numpy)
 EMBEDDER_CHOICES = ("all-MiniLM-L6-v2-int8", "minilm-tools-int8")
+#: the price presets (``shortlist.offer.PRICE_PRESETS``, not imported at start-up; a test keeps them equal)
+PRICE_PRESET_NAMES = ("anthropic-5m", "anthropic-1h", "openai-gpt-5.6", "openai-legacy", "gemini-implicit")
 
 
 def register(sub: Any) -> None:
@@ -87,9 +89,33 @@ def register(sub: Any) -> None:
     conv.add_argument("--search-k", type=int, default=5, help="tools one search returns (default 5)")
     conv.add_argument("--prefetch", type=int, default=3, help="deferred: top tools loaded per turn (default 3)")
     conv.add_argument("--max-searches", type=int, default=2, help="searches the simulated model makes a turn (2)")
-    conv.add_argument("--cache-write", type=float, default=1.25, help="cache-write price multiplier (1.25)")
-    conv.add_argument("--cache-read", type=float, default=0.1, help="cache-read price multiplier (0.1)")
+    conv.add_argument(
+        "--prices",
+        choices=PRICE_PRESET_NAMES,
+        help="a provider's cache rules: write and read multipliers and minimum cacheable prefix (default: "
+        "writes 1.25x, reads 0.1x, no minimum); --cache-write / --cache-read override the preset's",
+    )
+    conv.add_argument("--cache-write", type=float, help="cache-write price multiplier (1.25, or the preset's)")
+    conv.add_argument("--cache-read", type=float, help="cache-read price multiplier (0.1, or the preset's)")
     conv.add_argument("--system-tokens", type=int, default=400, help="system prompt size (400)")
+    conv.add_argument(
+        "--grounding-tokens", type=int, default=0, help="grounding tokens retrieved every turn, priced (0)"
+    )
+    conv.add_argument("--memory-tokens", type=int, default=0, help="memory tokens retrieved every turn, priced (0)")
+    conv.add_argument(
+        "--placement",
+        choices=["history", "system"],
+        default="history",
+        help="where a turn's grounding and memories go: appended with the turn, or into the system prompt (history)",
+    )
+    conv.add_argument(
+        "--history-budget",
+        type=int,
+        help="reduce the history (prior history included) when a turn starts over this many tokens (never)",
+    )
+    conv.add_argument(
+        "--low-water", type=float, default=0.6, help="the share of --history-budget a reduction keeps (0.6)"
+    )
     conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
     conv.add_argument(
         "--search-query",
@@ -345,6 +371,11 @@ def _run(args: argparse.Namespace) -> int:
         return _run_conversations(args, names, options, progress, sources)
     if _simulated(args):
         raise ConfigError("--search-query, --miss-rate, --spurious-rate and --miss-cost are for conversation datasets")
+    if _costed(args):
+        raise ConfigError(
+            "--prices, --cache-write, --cache-read, --grounding-tokens, --memory-tokens, --placement, "
+            "--history-budget and --low-water are for conversation datasets"
+        )
     dataset = load_dataset(args.dataset)
     added: list[dict[str, Any]] = []
     if sources:
@@ -483,6 +514,13 @@ def _simulated(args: argparse.Namespace) -> bool:
     return (args.search_query, args.miss_rate, args.spurious_rate, args.miss_cost) != ("message", 0.0, 0.0, "call")
 
 
+def _costed(args: argparse.Namespace) -> bool:
+    """Whether a flag of the conversation cost model differs from its default."""
+    given = (args.prices, args.cache_write, args.cache_read, args.history_budget)
+    sizes = (args.grounding_tokens, args.memory_tokens, args.placement, args.low_water)
+    return any(v is not None for v in given) or sizes != (0, 0, "history", 0.6)
+
+
 def _run_conversations(
     args: argparse.Namespace,
     names: list[str],
@@ -490,6 +528,7 @@ def _run_conversations(
     progress: _Progress,
     sources: list[tuple[str, Any, int | None, str]],
 ) -> int:
+    import dataclasses
     import math
 
     from shortlist.errors import ConfigError
@@ -507,9 +546,36 @@ def _run_conversations(
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     histories = _int_list(args.history, "--history")
     for flag, price in (("--cache-write", args.cache_write), ("--cache-read", args.cache_read)):
-        if not math.isfinite(price) or price < 0:
+        if price is not None and (not math.isfinite(price) or price < 0):
             raise ConfigError(f"{flag} must be a finite number >= 0, not {price}")
-    model = CostModel(Prices(args.cache_write, args.cache_read), system_tokens=args.system_tokens)
+    for flag, size in (
+        ("--system-tokens", args.system_tokens),
+        ("--grounding-tokens", args.grounding_tokens),
+        ("--memory-tokens", args.memory_tokens),
+    ):
+        if size < 0:
+            raise ConfigError(f"{flag} must be >= 0, not {size}")
+    if args.history_budget is not None and args.history_budget < 1:
+        raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
+    if not 0 < args.low_water <= 1:
+        raise ConfigError(f"--low-water must be a share of --history-budget in (0, 1], not {args.low_water}")
+    prices = Prices.preset(args.prices) if args.prices else Prices()
+    if args.cache_write is not None or args.cache_read is not None:  # explicit numbers win over the preset's
+        prices = dataclasses.replace(
+            prices,
+            cache_write=prices.cache_write if args.cache_write is None else args.cache_write,
+            cache_read=prices.cache_read if args.cache_read is None else args.cache_read,
+            name=f"{prices.name}+custom" if prices.name else "",
+        )
+    model = CostModel(
+        prices,
+        system_tokens=args.system_tokens,
+        grounding_tokens=args.grounding_tokens,
+        memory_tokens=args.memory_tokens,
+        placement=args.placement,
+        history_budget=args.history_budget,
+        low_water=args.low_water,
+    )
     simulation = Simulation(args.search_query, args.miss_rate, args.spurious_rate, args.seed, args.miss_cost)
     catalog = load_tools(Path(args.dataset) / "tools.jsonl")
     added: Any = ()
@@ -524,7 +590,13 @@ def _run_conversations(
     def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
         prefetch = args.prefetch if policy == "deferred" else 0
         return ToolSession(
-            shortlist, policy=policy, k=args.k, search_k=args.search_k, prefetch=prefetch, co_usage=co_usage
+            shortlist,
+            policy=policy,
+            k=args.k,
+            search_k=args.search_k,
+            prefetch=prefetch,
+            co_usage=co_usage,
+            prices=prices,  # stable weighs its changes with the prices the replay bills
         )
 
     replay: Any = contextlib.nullcontext()
@@ -585,6 +657,19 @@ def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
         for r in rows
     ]
     lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
+    prices, context = report.get("prices"), report.get("context")
+    if prices:
+        lines.append(
+            f"prices {prices['preset']}: writes {prices['cache_write']:g}x, reads {prices['cache_read']:g}x, "
+            f"minimum cacheable prefix {prices['min_prefix']:,} tokens"
+        )
+    if context:
+        budget = context["history_budget"]
+        lines.append(
+            f"context a turn: {context['grounding_tokens']:,} grounding + {context['memory_tokens']:,} memory tokens "
+            f"in the {context['placement']}"
+            + (f"; history budget {budget:,} (low water {context['low_water']:g})" if budget else "")
+        )
     lines.append("")
     sim = report.get("simulation")
     if sim:

@@ -34,6 +34,18 @@ result join the history: under ``deferred`` the result carries the found definit
 providers' ``tool_reference`` expansion does), under ``stable`` the found tools join the tools
 block of the next call instead. Tokens are counted with the offline tiktoken ``o200k_base``
 counter (else ``len/4``, named in the report).
+
+**The rest of the prompt** (off by default, so the figures above do not move):
+``grounding_tokens`` / ``memory_tokens`` of context enter every turn where ``placement`` puts
+them, as the runtime's ``grounding_placement`` does: ``history`` appends them to the history
+with the turn (read from the cache by every later call), ``system`` renders them into the
+system prompt, which then changes every turn (the relevant documents differ from turn to turn)
+and re-writes everything behind the tools block on the turn's first call. ``history_budget``
+reduces the history (prior history included) to ``low_water`` x the budget whenever a turn
+starts over it, as :class:`~shortlist.runtime.context.HistoryWindow` does: the call after a
+reduction reads only the tools block and the system prompt from the cache. The prices'
+``min_prefix`` (the provider's minimum cacheable prefix, :data:`~shortlist.offer.PRICE_PRESETS`)
+bills a prompt below it at the base price and never reads a cached prefix below it.
 """
 
 from __future__ import annotations
@@ -62,6 +74,7 @@ from shortlist.offer import (
 )
 from shortlist.offer.bridge import CALL_TOOL_DESCRIPTION, CALL_TOOL_NAME, CALL_TOOL_PARAMETERS
 from shortlist.progress import report as progress_report
+from shortlist.runtime.context import DEFAULT_LOW_WATER, GROUNDING_PLACEMENTS
 from shortlist.selection.cousage import CoUsage
 from shortlist.tokens import default_counter, definition_text
 from shortlist.types import Candidate
@@ -170,14 +183,63 @@ class CostModel:
     """What one call's prompt holds and how it is billed (see the module docs).
 
     Args:
-        prices: cache write/read multipliers of the base input price.
+        prices: cache write/read multipliers of the base input price (and minimum cacheable prefix).
         system_tokens: the system prompt's size.
         result_tokens: the placeholder result of one tool call.
+        grounding_tokens: grounding passages retrieved every turn (0: none).
+        memory_tokens: ambient memories retrieved every turn (0: none).
+        placement: where a turn's grounding and memories go: ``history`` (appended with the
+            turn) or ``system`` (rendered into the system prompt, which changes every turn).
+        history_budget: the history's budget in tokens (prior history included); None: never reduced.
+        low_water: the share of ``history_budget`` a reduction brings the history down to.
+
+    Raises:
+        ConfigError: a negative size, an unknown placement, a non-positive budget or a
+            ``low_water`` outside (0, 1].
     """
 
     prices: Prices = field(default_factory=Prices)
     system_tokens: int = 400
     result_tokens: int = 10
+    grounding_tokens: int = 0
+    memory_tokens: int = 0
+    placement: str = "history"
+    history_budget: int | None = None
+    low_water: float = DEFAULT_LOW_WATER
+
+    def __post_init__(self) -> None:
+        for label, value in (
+            ("system tokens", self.system_tokens),
+            ("result tokens", self.result_tokens),
+            ("grounding tokens", self.grounding_tokens),
+            ("memory tokens", self.memory_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{label} must be a whole number >= 0, not {value!r}")
+        if self.placement not in GROUNDING_PLACEMENTS:
+            raise ConfigError(f"placement must be one of {', '.join(GROUNDING_PLACEMENTS)}, not {self.placement!r}")
+        budget = self.history_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise ConfigError(f"history budget must be a positive number of tokens, not {budget!r}")
+        if not isinstance(self.low_water, int | float) or not 0 < self.low_water <= 1:
+            raise ConfigError(f"low water must be a share of the history budget in (0, 1], not {self.low_water!r}")
+
+    @property
+    def context_tokens(self) -> int:
+        """Grounding and memory tokens a turn adds."""
+        return self.grounding_tokens + self.memory_tokens
+
+    def context_json(self) -> dict[str, Any] | None:
+        """What the report records of the rest of the prompt; None when every option is off."""
+        if not self.context_tokens and self.history_budget is None:
+            return None
+        return {
+            "grounding_tokens": self.grounding_tokens,
+            "memory_tokens": self.memory_tokens,
+            "placement": self.placement,
+            "history_budget": self.history_budget,
+            "low_water": self.low_water,
+        }
 
 
 _WORDS = re.compile(r"^words:(\d+)$")
@@ -263,21 +325,59 @@ class Simulation:
 
 @dataclass
 class _Meter:
-    """Bills the calls of one conversation."""
+    """Bills the calls of one conversation.
+
+    ``system_version`` and ``history_version`` change when the system prompt changes (a turn's
+    context rendered into it) and when the history is reduced: a call then reads from the cache
+    only the parts before the change.
+    """
 
     model: CostModel
     history_tokens: int
     cost: float = 0.0
     calls: int = 0
+    reductions: int = 0
+    system_version: int = 0
+    history_version: int = 0
     _prev_block: tuple[str, ...] | None = None
     _prev_prompt: int = 0
+    _prev_versions: tuple[int, int] = (0, 0)
+
+    @property
+    def system_tokens(self) -> int:
+        """The system prompt's size, with the turn's context when it is placed there."""
+        if self.model.placement == "system":
+            return self.model.system_tokens + self.model.context_tokens
+        return self.model.system_tokens
+
+    def start_turn(self) -> None:
+        """The turn's context enters where it is placed; a history over its budget is reduced."""
+        model = self.model
+        if model.context_tokens:
+            if model.placement == "history":
+                self.history_tokens += model.context_tokens
+            else:
+                self.system_version += 1  # other documents, another system prompt
+        if model.history_budget is not None and self.history_tokens > model.history_budget:
+            self.history_tokens = max(1, int(model.history_budget * model.low_water))
+            self.history_version += 1
+            self.reductions += 1
 
     def call(self, block: tuple[str, ...], block_tokens: int) -> None:
-        prompt = block_tokens + self.model.system_tokens + self.history_tokens
-        cached = self._prev_prompt if block == self._prev_block else 0
+        system = self.system_tokens
+        prompt = block_tokens + system + self.history_tokens
+        if block != self._prev_block:
+            cached = 0
+        elif self.system_version != self._prev_versions[0]:
+            cached = block_tokens  # the tools block survives; the system prompt and all after it do not
+        elif self.history_version != self._prev_versions[1]:
+            cached = block_tokens + system
+        else:
+            cached = self._prev_prompt
         self.cost += self.model.prices.call(prompt, cached)
         self.calls += 1
         self._prev_block, self._prev_prompt = block, prompt
+        self._prev_versions = (self.system_version, self.history_version)
 
 
 @dataclass
@@ -292,6 +392,7 @@ class _Totals:
     searches: int = 0
     cost: float = 0.0
     preloaded: float = 0.0
+    reductions: int = 0
 
 
 class _Replay:
@@ -348,7 +449,8 @@ class _Replay:
             user = {"role": "user", "content": turn.user}
             messages.append(user)
             meter.history_tokens += self.message_tokens(user)
-            prefix = self.cost_model.system_tokens + meter.history_tokens
+            meter.start_turn()
+            prefix = meter.system_tokens + meter.history_tokens
             if oracle:  # the turn's tools enter the history on first use; nothing else, no search tool
                 block: tuple[str, ...] = ()
                 search_tool = False
@@ -390,7 +492,7 @@ class _Replay:
                 query = self.sim.query(turn.user, target)
                 meter.call(block, self.block_tokens(block, search_tool))  # the call that asks for a search
                 before = session.state.changes
-                found = session.search(query, prefix_tokens=self.cost_model.system_tokens + meter.history_tokens)
+                found = session.search(query, prefix_tokens=meter.system_tokens + meter.history_tokens)
                 totals.changes += session.state.changes - before
                 searches += 1
                 if session.policy == "deferred":  # the result expands into the found definitions
@@ -428,6 +530,7 @@ class _Replay:
             totals.searches += searches
         totals.calls += meter.calls
         totals.cost += meter.cost
+        totals.reductions += meter.reductions
 
 
 def _args(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -511,6 +614,11 @@ def run_conversation_eval(
         "simulation": {**sim.to_json(), "max_searches": max_searches},
         "strategies": {},
     }
+    if model.prices.name:  # a preset: recorded with its numbers
+        report["prices"] = model.prices.to_dict()
+    context = model.context_json()
+    if context is not None:
+        report["context"] = context
 
     def replay(strategy: str) -> dict[str, Any]:
         run = _Replay(
@@ -540,6 +648,8 @@ def run_conversation_eval(
                 "preloaded": round(totals.preloaded / t, 4),
                 "searches_per_turn": round(totals.searches / t, 3),
             }
+            if model.history_budget is not None:
+                by_history[str(prior)]["reductions"] = round(totals.reductions / len(cases), 3)
             if i == 0:
                 row = {
                     "turn_recall": round(totals.recall / t, 4),

@@ -54,7 +54,7 @@ from shortlist.offer.policies import (
     decide_offer,
     default_policy,
 )
-from shortlist.offer.prices import MISS_RATE, Prices
+from shortlist.offer.prices import MISS_RATE, PRICE_PRESETS, Prices
 from shortlist.offer.search import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
@@ -77,6 +77,7 @@ __all__ = [
     "MISS_RATE",
     "OFFER_POLICIES",
     "PREFETCH_QUERY",
+    "PRICE_PRESETS",
     "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
     "SEARCH_TOOL_PARAMETERS",

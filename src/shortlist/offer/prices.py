@@ -7,6 +7,10 @@ block worth the search it saves; is carrying the whole catalog cheaper than the 
 narrowing will force); :func:`widened` applies the second to a block. Definitions are
 weighed with :func:`shortlist.tokens.definition_tokens` (the estimate), so a decision never
 waits for a tokenizer.
+
+:data:`PRICE_PRESETS` is the one home of the providers' cache rules (write and read multipliers,
+minimum cacheable prefix; ``docs/caching.md`` has the sources): ``shortlist eval --prices NAME``
+and :meth:`Prices.preset` read them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from shortlist.errors import ConfigError
 from shortlist.tokens import definition_tokens
 from shortlist.types import Candidate
 
-__all__ = ["MISS_RATE", "ROUND_TRIP_TOKENS", "Prices", "widened"]
+__all__ = ["MISS_RATE", "PRICE_PRESETS", "ROUND_TRIP_TOKENS", "Prices", "widened"]
 
 #: ``stable``'s prior for the share of turns whose tools a narrowed block misses (each miss
 #: forces a change). Per-turn narrowing at k = 5 missed a needed tool on 28% of the turns of
@@ -37,19 +41,56 @@ class Prices:
     Args:
         cache_write: a token written to the prompt cache (Anthropic: 1.25x).
         cache_read: a token read from the prompt cache (Anthropic: 0.1x).
+        min_prefix: the provider's minimum cacheable prefix in tokens: a prompt shorter than
+            this is neither written nor read (billed at the base price, 1x), and a cached
+            prefix shorter than it is not read (0: every prefix is cached, the default).
+        name: the preset these prices come from (:data:`PRICE_PRESETS`), ``""`` when custom.
     """
 
     cache_write: float = 1.25
     cache_read: float = 0.1
+    min_prefix: int = 0
+    name: str = ""
 
     def __post_init__(self) -> None:
         for field, value in (("cache_write", self.cache_write), ("cache_read", self.cache_read)):
             if not math.isfinite(value) or value < 0:  # NaN compares False with everything
                 raise ConfigError(f"cache prices must be finite and non-negative, not {field}={value}")
+        if isinstance(self.min_prefix, bool) or not isinstance(self.min_prefix, int) or self.min_prefix < 0:
+            raise ConfigError(f"min_prefix must be a non-negative whole number of tokens, not {self.min_prefix!r}")
+
+    @classmethod
+    def preset(cls, name: str) -> Prices:
+        """The prices of a provider preset (:data:`PRICE_PRESETS`).
+
+        Raises:
+            ConfigError: an unknown preset name (the message lists the known ones).
+        """
+        try:
+            return PRICE_PRESETS[name]
+        except KeyError:
+            raise ConfigError(f"unknown price preset {name!r}; choose from {', '.join(PRICE_PRESETS)}") from None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (what a report records as its prices)."""
+        return {
+            "preset": self.name or None,
+            "cache_write": self.cache_write,
+            "cache_read": self.cache_read,
+            "min_prefix": self.min_prefix,
+        }
 
     def call(self, prompt_tokens: int, cached_tokens: int) -> float:
-        """The cost of one model call whose first ``cached_tokens`` were read from the cache."""
+        """The cost of one model call whose first ``cached_tokens`` were read from the cache.
+
+        Below :attr:`min_prefix` nothing is cached: a short prompt costs the base price, and a
+        short cached prefix is written again rather than read.
+        """
+        if prompt_tokens < self.min_prefix:
+            return float(prompt_tokens)
         cached = min(cached_tokens, prompt_tokens)
+        if cached < self.min_prefix:
+            cached = 0
         return cached * self.cache_read + (prompt_tokens - cached) * self.cache_write
 
     def carrying(self, tokens: int, calls: int) -> float:
@@ -73,6 +114,21 @@ class Prices:
         rewrite = prefix_tokens * (self.cache_write - self.cache_read)
         search = p_needed * (prefix_tokens * self.cache_read + round_trip_tokens * self.cache_write)
         return search > rewrite
+
+
+#: The providers' cache rules (``docs/caching.md``, "Price presets"; late-2026 list prices):
+#: Anthropic's 5-minute and 1-hour cache (writes 1.25x / 2x, reads 0.1x, 1,024 tokens on the
+#: common models: 512-4,096 by model), OpenAI from GPT-5.6 (writes 1.25x, reads 0.1x, 1,024),
+#: OpenAI before it (writes free, i.e. billed at the base price; reads up to 0.1x, 1,024) and
+#: Gemini's implicit cache (writes at the base price, reads 0.1x on 2.5 and later, 1,024 on
+#: Flash: 4,096 on Pro).
+PRICE_PRESETS: dict[str, Prices] = {
+    "anthropic-5m": Prices(1.25, 0.1, 1024, "anthropic-5m"),
+    "anthropic-1h": Prices(2.0, 0.1, 1024, "anthropic-1h"),
+    "openai-gpt-5.6": Prices(1.25, 0.1, 1024, "openai-gpt-5.6"),
+    "openai-legacy": Prices(1.0, 0.1, 1024, "openai-legacy"),
+    "gemini-implicit": Prices(1.0, 0.1, 1024, "gemini-implicit"),
+}
 
 
 def widened(

@@ -50,6 +50,7 @@ from shortlist.reduction.events import (
     ReductionSkipped,
     ReductionStarted,
 )
+from shortlist.reduction.facts import FACTS_HEADER, FactSheet, extract_facts
 from shortlist.reduction.fragments import (
     ContextFragment,
     ContextSelectionCandidate,
@@ -83,6 +84,7 @@ from shortlist.tokens import (
 
 __all__ = [
     "DEFAULT_LOCAL_SELECTOR",
+    "FACTS_HEADER",
     "PLAIN_TEXT_TRANSPORT",
     "SELECTOR_JSON_TRANSPORT",
     "SUMMARY_PREFIX",
@@ -98,6 +100,7 @@ __all__ = [
     "ContextSelector",
     "Diagnostics",
     "ExecutionContext",
+    "FactSheet",
     "FragmentKind",
     "HeuristicCounter",
     "MessageFormatError",
@@ -129,6 +132,7 @@ __all__ = [
     "create_context_compressor",
     "create_context_selector",
     "current_goal",
+    "extract_facts",
     "group_steps",
     "newest_first_selector",
     "openai_from_fragments",

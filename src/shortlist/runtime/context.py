@@ -18,7 +18,10 @@ every request of a conversation, and the messages append-only:
   holds (a cleared result keeps its call id, so pairs stay valid); then, if that is not enough,
   the :class:`~shortlist.reduction.ReductionStage` drops whole steps (relevance to the current
   turn), keeping the user's own messages while they fit. A ``find_tools`` exchange that loaded
-  a tool the session still counts as loaded is never cleared or dropped.
+  a tool the session still counts as loaded is never cleared or dropped. What the cleared and
+  dropped messages stated is not all lost: the sentences that carry facts (numbers, ids, names:
+  :mod:`shortlist.reduction.facts`) are kept on one fact sheet at the start of the history,
+  carried through every later reduction.
 * **Every request is compared with the previous one** (:class:`PrefixTracker`): whether the
   cached prefix survived and, when not, which part broke it (``tools``, ``system``,
   ``history``) and why (``offer_changed``, ``grounding``, ``reduction``, ...).
@@ -39,11 +42,13 @@ from shortlist.events import Event, emit
 
 if TYPE_CHECKING:
     from shortlist.reduction import ContextFragment, ReductionStage
+    from shortlist.reduction.facts import FactSheet
     from shortlist.runtime.formats import Format
 
 __all__ = [
     "CLEARED_TOOL_RESULT",
     "DEFAULT_LOW_WATER",
+    "FACT_SHEET_SHARE",
     "GROUNDING_PLACEMENTS",
     "GroundingPlacement",
     "HistoryReduced",
@@ -61,6 +66,8 @@ GroundingPlacement = Literal["history", "system"]
 GROUNDING_PLACEMENTS: tuple[str, ...] = ("history", "system")
 #: The share of the history budget a reduction brings the history down to.
 DEFAULT_LOW_WATER = 0.6
+#: The most of the low-water mark the fact sheet of removed messages may take.
+FACT_SHEET_SHARE = 0.25
 #: What a cleared tool result says instead of its content (its call id stays, so the pair is valid).
 CLEARED_TOOL_RESULT = (
     "[cleared: an earlier tool result was removed to keep the context small; call the tool again if needed]"
@@ -79,6 +86,7 @@ class PrefixBroken(Event):
     request: int = 0
     part: str = ""
     reason: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +106,7 @@ class HistoryReduced(Event):
     cleared_context: int = 0
     dropped_messages: int = 0
     kept_searches: int = 0
+    kept_facts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +123,20 @@ class PrefixCheck:
             ``skill_tools``, ``skill_index``, ``grounding``, ``system_prompt``, ``reduction``,
             ``history_replaced``, or ``<part>_changed`` when the runtime knows no cause);
             ``""`` when the prefix survived.
+        cache_miss_reason: the break in the provider's words (Anthropic's cache diagnostics:
+            ``tools_changed``, ``system_changed``, ``messages_changed``), ``""`` when the prefix
+            survived or on the first request.
+        detail: what changed, for a person: the tools added, removed or redefined (or their
+            order), the character at which the system prompt first differs, the first history
+            message that differs or how much shorter the history got; ``""`` without a break.
     """
 
     request: int
     survived: bool
     part: PrefixPart | None = None
     reason: str = ""
+    cache_miss_reason: str = ""
+    detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -145,6 +162,36 @@ def _digest(message: Any) -> bytes:
     return hashlib.blake2b(_canonical(_strip_cache_control(message)).encode(), digest_size=16).digest()
 
 
+def _tool_name(tool: Any) -> str:
+    if not isinstance(tool, Mapping):
+        return "?"
+    function = tool.get("function")
+    if isinstance(function, Mapping) and "name" in function:  # OpenAI chat completions
+        return str(function["name"])
+    return str(tool.get("name", "?"))
+
+
+def _tools_detail(before: Sequence[tuple[str, str]], now: Sequence[tuple[str, str]]) -> str:
+    """Which tools were added, removed or redefined between two tools arrays (else: the order)."""
+    old, new = dict(before), dict(now)
+    added = [n for n in new if n not in old]
+    removed = [n for n in old if n not in new]
+    redefined = [n for n in new if n in old and new[n] != old[n]]
+    parts = [
+        f"{label}: {', '.join(names)}"
+        for label, names in (("added", added), ("removed", removed), ("redefined", redefined))
+        if names
+    ]
+    return "; ".join(parts) or "tool order changed"
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+_MISS_REASONS: dict[str, str] = {"tools": "tools_changed", "system": "system_changed", "history": "messages_changed"}
+
+
 class PrefixTracker:
     """Compares each request of a conversation with the previous one, part by part.
 
@@ -165,6 +212,7 @@ class PrefixTracker:
         #: requests whose cached prefix broke (the first request is not counted)
         self.breaks = 0
         self._tools: str | None = None
+        self._tool_list: list[tuple[str, str]] = []
         self._system = ""
         self._messages: list[bytes] = []
         self._signals: dict[str, dict[str, Any]] = {}
@@ -179,6 +227,19 @@ class PrefixTracker:
             messages = messages[1:] if has_system else messages
         return _canonical(request.get("tools")), _canonical(system), [_digest(m) for m in messages]
 
+    def _detail(self, part: PrefixPart, tool_list: list[tuple[str, str]], system: str, messages: list[bytes]) -> str:
+        if part == "tools":
+            return _tools_detail(self._tool_list, tool_list)
+        if part == "system":
+            return f"system prompt differs from character {_first_difference(self._system, system)}"
+        same = next(
+            (i for i, (a, b) in enumerate(zip(self._messages, messages, strict=False)) if a != b),
+            min(len(self._messages), len(messages)),
+        )
+        if same == len(messages):
+            return f"history shortened from {len(self._messages)} to {len(messages)} messages"
+        return f"message {same + 1} of {len(self._messages)} changed ({same} kept as they were)"
+
     def check(self, request: Mapping[str, Any], signals: Mapping[str, Mapping[str, Any]]) -> PrefixCheck:
         """Compare ``request`` with the previous one and remember it; emit :class:`PrefixBroken` on a break.
 
@@ -188,6 +249,8 @@ class PrefixTracker:
                 changes when it changes that part.
         """
         tools, system, messages = self._parts(request)
+        raw_tools = request.get("tools")
+        tool_list = [(_tool_name(t), _canonical(t)) for t in raw_tools] if isinstance(raw_tools, list) else []
         self.requests += 1
         part: PrefixPart | None = None
         if self._tools is None:
@@ -204,10 +267,11 @@ class PrefixTracker:
             else:
                 before, now = self._signals.get(part, {}), signals.get(part, {})
                 reason = next((k for k, v in now.items() if before.get(k, v) != v), f"{part}_changed")
-                check = PrefixCheck(self.requests, False, part, reason)
+                detail = self._detail(part, tool_list, system, messages)
+                check = PrefixCheck(self.requests, False, part, reason, _MISS_REASONS[part], detail)
                 self.breaks += 1
-                emit(PrefixBroken(request=self.requests, part=part, reason=reason))
-        self._tools, self._system, self._messages = tools, system, messages
+                emit(PrefixBroken(request=self.requests, part=part, reason=reason, detail=detail))
+        self._tools, self._tool_list, self._system, self._messages = tools, tool_list, system, messages
         self._signals = {p: dict(v) for p, v in signals.items()}
         return check
 
@@ -243,6 +307,8 @@ class Reduction:
         dropped_messages: messages the reduction stage dropped.
         kept_searches: ``find_tools`` exchanges kept because a tool they loaded is still loaded.
         over_budget: even the stage could not reach the low-water mark (best effort).
+        kept_facts: facts on the history's fact sheet after the reduction (what removed
+            messages stated; 0 when ``keep_facts`` is off).
     """
 
     reduced: bool
@@ -257,6 +323,7 @@ class Reduction:
     dropped_messages: int = 0
     kept_searches: int = 0
     over_budget: bool = False
+    kept_facts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the turn report's ``reduction``, with ``skipped`` = not reduced)."""
@@ -267,6 +334,33 @@ def _text_parts(content: Any) -> list[str]:
     if not isinstance(content, list):
         return []
     return [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and "text" in p]
+
+
+def _said(message: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(role, text)`` of what a message states in words (a tool call's arguments are not counted)."""
+    role = str(message.get("role", ""))
+    content = message.get("content")
+    texts = [content] if isinstance(content, str) else _text_parts(content)
+    return [(role, t) for t in texts if t]
+
+
+def _without_sheet(message: dict[str, Any], header: str) -> dict[str, Any] | None:
+    """``message`` without a fact-sheet part (None when the sheet was all of it)."""
+    if message.get("role") != "user":
+        return message
+    content = message.get("content")
+    if isinstance(content, str):
+        return None if content.startswith(header) else message
+    if not isinstance(content, list):
+        return message
+    rest = [
+        p
+        for p in content
+        if not (isinstance(p, Mapping) and p.get("type") == "text" and str(p.get("text", "")).startswith(header))
+    ]
+    if len(rest) == len(content):
+        return message
+    return {**message, "content": rest} if rest else None
 
 
 @dataclass
@@ -285,6 +379,9 @@ class HistoryWindow:
         max_tokens / max_chars: the history budget (None, None: never reduced).
         low_water: the share of the budget a reduction brings the history down to, in (0, 1].
         reduction: ``"relevance"`` or ``"newest"``: how the stage picks the steps it keeps.
+        keep_facts: keep the facts that cleared and dropped messages stated on a fact sheet at
+            the start of the history (:class:`~shortlist.reduction.facts.FactSheet`, at most
+            :data:`FACT_SHEET_SHARE` of the low-water mark, oldest facts out first).
 
     Raises:
         ConfigError: ``low_water`` outside (0, 1], a non-positive budget or an unknown reducer.
@@ -297,6 +394,7 @@ class HistoryWindow:
         max_chars: int | None = None,
         low_water: float = DEFAULT_LOW_WATER,
         reduction: str = "relevance",
+        keep_facts: bool = True,
     ) -> None:
         if isinstance(low_water, bool) or not isinstance(low_water, int | float) or not 0 < low_water <= 1:
             raise ConfigError(f"low_water must be a share of the budget in (0, 1], not {low_water!r}")
@@ -310,6 +408,10 @@ class HistoryWindow:
         self.low_water = float(low_water)
         self.target_tokens = max(1, math.floor(max_tokens * low_water)) if max_tokens is not None else None
         self.target_chars = max(1, math.floor(max_chars * low_water)) if max_chars is not None else None
+        # with a fact sheet, the messages go down to the mark less the sheet's share: both fit under it
+        share = FACT_SHEET_SHARE if keep_facts else 0.0
+        self._clear_tokens = max(1, math.floor(self.target_tokens * (1 - share))) if self.target_tokens else None
+        self._clear_chars = max(1, math.floor(self.target_chars * (1 - share))) if self.target_chars else None
         self.stage: ReductionStage | None = None
         #: the same stage at the budget itself: the fallback when the turn alone passes the mark
         self.budget_stage: ReductionStage | None = None
@@ -317,10 +419,20 @@ class HistoryWindow:
             from shortlist.reduction import ReductionStage
 
             self.stage = ReductionStage.local(
-                "history", max_tokens=self.target_tokens, max_chars=self.target_chars, selector=reduction
+                "history", max_tokens=self._clear_tokens, max_chars=self._clear_chars, selector=reduction
             )
             self.budget_stage = ReductionStage.local(
                 "history", max_tokens=max_tokens, max_chars=max_chars, selector=reduction
+            )
+        self.facts: FactSheet | None = None
+        if keep_facts and self.stage is not None:
+            from shortlist.reduction.facts import FactSheet
+
+            by_tokens = self.target_tokens is not None
+            target = self.target_tokens if by_tokens else self.target_chars
+            assert target is not None
+            self.facts = FactSheet(
+                self.stage.counter.count if by_tokens else len, max(1, math.floor(target * FACT_SHEET_SHARE))
             )
         self.messages: list[dict[str, Any]] = []
         #: reductions applied so far
@@ -333,9 +445,11 @@ class HistoryWindow:
 
     # -- building ---------------------------------------------------------------------------------
     def replace(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Start over from ``messages`` (a host replaced the history): nothing injected is known there."""
+        """Start over from ``messages`` (a host replaced the history): no injected part, no kept fact, is known."""
         self.messages = [dict(m) for m in messages]
         self._injected = []
+        if self.facts is not None:  # what the old history stated is not this one's
+            self.facts.clear()
         self.replacements += 1
         self.generation += 1
 
@@ -419,15 +533,22 @@ class HistoryWindow:
             )
         keep = set(keep_calls)
         kept_searches = sum(1 for m in self.messages if m.get("role") == "tool" and str(m.get("tool_call_id")) in keep)
+        snapshot = list(self.messages)
+        injected = {part.text for part in self._injected}
         cleared_tools, cleared_context = self._clear(sizes, keep)
         tokens, chars = sum(sizes.tokens), sum(sizes.chars)
         dropped = 0
         over = False
-        if not self._fits(tokens, chars, self.target_tokens, self.target_chars):
+        if not self._fits(tokens, chars, self._clear_tokens, self._clear_chars):
             before = len(self.messages)
             tokens, chars, over = await self._drop_steps(goal, keep)
             dropped = before - len(self.messages)
         self._forget_removed_context()
+        kept_facts = 0
+        if self.facts is not None:
+            kept_facts = self._keep_facts(snapshot, injected)
+            after = self._sizes(self._fragments(self.messages))
+            tokens, chars = sum(after.tokens), sum(after.chars)
         self.reductions += 1
         self.generation += 1
         outcome = Reduction(
@@ -443,6 +564,7 @@ class HistoryWindow:
             dropped,
             kept_searches,
             over,
+            kept_facts,
         )
         emit(
             HistoryReduced(
@@ -456,9 +578,65 @@ class HistoryWindow:
                 cleared_context=cleared_context,
                 dropped_messages=dropped,
                 kept_searches=kept_searches,
+                kept_facts=kept_facts,
             )
         )
         return outcome
+
+    def _keep_facts(self, before: Sequence[Mapping[str, Any]], injected: Collection[str]) -> int:
+        """Put what the removed messages stated on the fact sheet, at the history's start; return its facts."""
+        from shortlist.reduction.facts import FACTS_HEADER
+
+        assert self.facts is not None
+        remaining: dict[tuple[str, str], int] = {}
+        for message in self.messages:
+            for said in _said(message):
+                remaining[said] = remaining.get(said, 0) + 1
+        from shortlist.offer import SEARCH_TOOL_NAME
+
+        searches = {  # a find_tools result lists definitions, not facts of the conversation
+            str(c.get("id"))
+            for m in before
+            for c in m.get("tool_calls") or ()
+            if isinstance(c, Mapping) and (c.get("function") or {}).get("name") == SEARCH_TOOL_NAME
+        }
+        lost: list[tuple[str, str]] = []
+        for old in before:
+            if old.get("role") == "tool" and str(old.get("tool_call_id")) in searches:
+                continue
+            for role, text in _said(old):
+                if text in injected or text.startswith(FACTS_HEADER) or text == CLEARED_TOOL_RESULT:
+                    continue  # context comes back by retrieval; the old sheet is re-rendered below
+                if remaining.get((role, text), 0) > 0:
+                    remaining[(role, text)] -= 1
+                else:
+                    lost.append((role, text))
+        self.facts.add(lost)
+        self.messages = [m for m in (_without_sheet(m, FACTS_HEADER) for m in self.messages) if m is not None]
+        # the sheet fits under the low-water mark with the messages (else, under the budget itself)
+        sizes = self._sizes(self._fragments(self.messages))
+        by_tokens = self.max_tokens is not None
+        mark = self.target_tokens if by_tokens else self.target_chars
+        budget = self.max_tokens if by_tokens else self.max_chars
+        used = sum(sizes.tokens) if by_tokens else sum(sizes.chars)
+        assert mark is not None and budget is not None
+        room = (mark if used <= mark else budget) - used - self.facts.count(" ")  # a little for the part's framing
+        self.facts.fit(min(self.facts.max_size, max(0, room)))
+        sheet = self.facts.render()
+        if sheet:
+            part = {"type": "text", "text": sheet}
+            first = self.messages[0] if self.messages else None
+            if first is not None and first.get("role") == "user":
+                content = first.get("content")
+                rest = (
+                    list(content)
+                    if isinstance(content, list)
+                    else ([{"type": "text", "text": content}] if content else [])
+                )
+                self.messages[0] = {**first, "content": [part, *rest]}
+            else:
+                self.messages.insert(0, {"role": "user", "content": [part]})
+        return len(self.facts.facts)
 
     def _clear(self, sizes: _Sizes, keep: set[str]) -> tuple[int, int]:
         """Clear old tool results and old injected context, oldest first, until the low-water mark holds."""
@@ -466,7 +644,7 @@ class HistoryWindow:
         injected = {part.text for part in self._injected}
         cleared_tools = cleared_context = 0
         for i in range(last_user):  # never the current turn: its user message and what follows
-            if self._fits(sum(sizes.tokens), sum(sizes.chars), self.target_tokens, self.target_chars):
+            if self._fits(sum(sizes.tokens), sum(sizes.chars), self._clear_tokens, self._clear_chars):
                 break
             message = self.messages[i]
             role = message.get("role")

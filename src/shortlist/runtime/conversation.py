@@ -258,6 +258,9 @@ class Conversation:
             steps it keeps once clearing old tool results and old context was not enough.
         low_water: the share of the budget a reduction brings the history down to (default
             0.6): the room left is what the next turns append to a stable cached prefix.
+        keep_facts: a reduction keeps what the messages it clears or drops stated (numbers,
+            ids, names) on a fact sheet at the start of the history (default True; an offline
+            extractive summary, :mod:`shortlist.reduction.facts`).
         grounding_tokens: the token budget of each injected block (memories, passages).
         grounding_placement: where the turn's grounding, ambient memories and skill index go:
             ``"history"`` (default: with the turn, in its user message, once; the system prompt
@@ -304,6 +307,7 @@ class Conversation:
         max_chars: int | None = None,
         reduction: str = DEFAULT_LOCAL_SELECTOR,
         low_water: float = DEFAULT_LOW_WATER,
+        keep_facts: bool = True,
         grounding_tokens: int = 1000,
         grounding_placement: GroundingPlacement = "history",
         on_event: EventHook | None = None,
@@ -364,7 +368,7 @@ class Conversation:
         self._candidates: tuple[Candidate, ...] | None = None
         self.grounding = Grounding(pack, budget_tokens=grounding_tokens, placement=grounding_placement)
         self.window = HistoryWindow(
-            max_tokens=max_tokens, max_chars=max_chars, low_water=low_water, reduction=reduction
+            max_tokens=max_tokens, max_chars=max_chars, low_water=low_water, reduction=reduction, keep_facts=keep_facts
         )
         self.prefix = PrefixTracker(format)
         from shortlist.runtime.capabilities import Capabilities

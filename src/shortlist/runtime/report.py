@@ -54,7 +54,11 @@ class TurnReport:
             conversation), ``survived``, and when not, ``part`` (``tools``, ``system``,
             ``history``) and ``reason`` (``first_request``, ``offer_changed``, ``tool_loaded``,
             ``skill_tools``, ``skill_index``, ``grounding``, ``system_prompt``, ``reduction``,
-            ``history_replaced``, or ``<part>_changed``).
+            ``history_replaced``, or ``<part>_changed``), ``cache_miss_reason`` (the same break
+            in the provider's words: ``tools_changed``, ``system_changed``,
+            ``messages_changed``) and ``detail`` (what changed: the tools added, removed or
+            redefined, where the system prompt first differs, the first history message that
+            differs or how much shorter the history got).
         prefix_breaks: every request of the turn (every round) that broke the cached prefix,
             as the same dicts (the conversation's first request is not a break).
         tool_tokens: tokens of the tool definitions the model saw this turn (the tools block,
