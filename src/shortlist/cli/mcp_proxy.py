@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import stat
 from pathlib import Path
 from typing import Any
+
+from shortlist.cli._output import fail
 
 __all__ = ["register"]
 
@@ -46,10 +49,27 @@ def register(sub: Any) -> None:
         "--state",
         metavar="PATH",
         help="where the tools searches found persist, so a new session lists them (clients that check a name "
-        "against tools/list before calling it); default: a file per set of servers in the user cache folder; "
+        "against tools/list before calling it; a regular file of at most 256 KiB); default: a file per set of servers in the user cache folder; "
         "'off': this process only",
     )
     p.set_defaults(func=run)
+
+
+def _state_problem(path: Path) -> str | None:
+    """Why ``--state PATH`` cannot be the proxy's state file (None: it can, or it does not exist yet)."""
+    from shortlist.mcp.proxy import MAX_STATE_BYTES
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a FIFO, device, socket or folder); give a file path or 'off'"
+    if st.st_size > MAX_STATE_BYTES:
+        return f"{st.st_size} bytes, more than a state file holds ({MAX_STATE_BYTES}); remove it or give another path"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
         state = default_state_path([(n, v) for n, _, v in (a.partition("=") for a in args.mcp_server)])
     else:
         state = None if args.state.strip().lower() == "off" else Path(args.state)
+        problem = _state_problem(state) if state is not None else None
+        if problem:
+            return fail(f"mcp-proxy: --state {args.state}: {problem}")
 
     async def main() -> None:
         with contextlib.ExitStack() as stack:
