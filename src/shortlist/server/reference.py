@@ -40,7 +40,8 @@ events and metrics in [events.md](events.md).
 
 With API keys configured, every route except `/healthz`, `/readyz` and `/openapi.json` needs
 `Authorization: Bearer KEY`; without keys only loopback clients are answered. Every error has
-the body `{"error": {"code": "...", "message": "..."}}` (`ErrorResponse`).
+the body `{"error": {"code": "...", "message": "..."}}` (`ErrorResponse`). With `serve
+--health-port PORT`, `/healthz` and `/readyz` are also served on that port, and nothing else is.
 """
 
 _METHODS = ("get", "post", "put", "patch", "delete")
