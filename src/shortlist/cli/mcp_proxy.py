@@ -29,6 +29,14 @@ def register(sub: Any) -> None:
         metavar="NAME=COMMAND",
         help="an upstream server: NAME=COMMAND (stdio, split like a shell) or NAME=http(s)://URL (repeatable)",
     )
+    p.add_argument(
+        "--mcp-env",
+        action="append",
+        default=[],
+        metavar="SERVER=NAME[=VALUE]",
+        help="grant an upstream stdio server an environment variable: NAME forwards this process's value, "
+        "NAME=VALUE sets it (repeatable); a server gets only its grants and a safe minimum (PATH, HOME, LANG, ...)",
+    )
     p.add_argument("--selector", help="selector for search_tools (default: the config's binding, else the default)")
     p.add_argument("--config", help="runtime.yaml")
     p.add_argument("--k", type=int, default=5, help="tools returned by a search (default 5)")
@@ -49,8 +57,8 @@ def register(sub: Any) -> None:
         "--state",
         metavar="PATH",
         help="where the tools searches found persist, so a new session lists them (clients that check a name "
-        "against tools/list before calling it; a regular file of at most 256 KiB); default: a file per set of servers in the user cache folder; "
-        "'off': this process only",
+        "against tools/list before calling it; a regular file of at most 256 KiB); default: a file per set of "
+        "servers in the user cache folder; 'off': this process only",
     )
     p.set_defaults(func=run)
 
@@ -76,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
     """Run ``shortlist mcp-proxy`` until the client disconnects."""
     from shortlist.errors import CatalogError
     from shortlist.feedback.store import FeedbackStore
-    from shortlist.mcp.client import MCPClient, parse_server_arg
+    from shortlist.mcp.client import MCPClient, grant_server_env, parse_server_arg
     from shortlist.mcp.proxy import MCPProxy, default_state_path
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if args.k < 1:
         raise CatalogError("--k must be >= 1")
-    specs = [parse_server_arg(v) for v in args.mcp_server]
+    specs = grant_server_env([parse_server_arg(v) for v in args.mcp_server], args.mcp_env)
     if args.state is None:
         state = default_state_path([(n, v) for n, _, v in (a.partition("=") for a in args.mcp_server)])
     else:
