@@ -248,17 +248,6 @@ class _Limits:
         if reason != "idle":
             _summary.add(reason, self._timeout_header, limit)
 
-    def _count(self) -> _Counts:
-        """Count this new connection on its listener and address (uncounted in :meth:`_uncount`)."""
-        health_port = getattr(self.config, "health_port", None)
-        self._health = health_port is not None and self.server is not None and self.server[1] == health_port
-        counts = _counts.get(self.server_state)
-        if counts is None:
-            counts = _counts[self.server_state] = _Counts()
-        counts.add(self._health, self._address, 1)
-        self._counted = counts
-        return counts
-
     def _uncount(self) -> None:
         if self._counted is not None:
             self._counted.add(self._health, self._address, -1)
@@ -283,18 +272,27 @@ class _Limits:
         return True
 
     def _over_limit(self) -> bool:
-        """Refuse this new connection (503, closed) when its address or its listener holds more than its cap."""
-        counts = self._count()
+        """Refuse this new connection (503, closed) when its address or its listener holds its cap.
+
+        A refused connection is never counted, so a burst of refusals cannot crowd out others.
+        """
+        health_port = getattr(self.config, "health_port", None)
+        self._health = health_port is not None and self.server is not None and self.server[1] == health_port
+        counts = _counts.get(self.server_state)
+        if counts is None:
+            counts = _counts[self.server_state] = _Counts()
         per_client = self._client_limit
-        if per_client is not None and counts.clients.get((self._health, self._address), 0) > per_client:
+        if per_client is not None and counts.clients.get((self._health, self._address), 0) >= per_client:
             return self._refuse(
                 "client_over_limit",
                 per_client,
                 f"this worker holds its limit of {per_client} connections from your address; retry",
             )
         limit = self._limit
-        if limit is not None and counts.listeners.get(self._health, 0) > limit:
+        if limit is not None and counts.listeners.get(self._health, 0) >= limit:
             return self._refuse("over_limit", limit, f"this worker holds its limit of {limit} connections; retry")
+        counts.add(self._health, self._address, 1)  # uncounted when the connection is lost
+        self._counted = counts
         return False
 
     def _arm_header_deadline(self) -> None:
