@@ -10,16 +10,20 @@ from the service port. Real ``shortlist serve`` processes; the "other client" co
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 from serve_process import serve_process
 from server_helpers import EXAMPLE_CATALOG
 
-from loopback import free_port, wait_http_ready
+from loopback import free_port, wait_http_ready, wait_until
+from shortlist.server import ServerSettings, create_app
 
 pytestmark = pytest.mark.slow  # `shortlist serve` processes and raw sockets
 
@@ -124,3 +128,41 @@ def test_bad_connection_flags_are_one_line_and_exit_2(tmp_path: Path, flags: tup
         assert srv.proc.wait(60) == 2
     lines = [line for line in srv.log_text().splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], lines
+
+
+@pytest.mark.parametrize("protocol", ["HttpToolsLimitedProtocol", "H11LimitedProtocol"])
+def test_both_protocols_cap_connections_per_client_and_count_them_back(protocol: str) -> None:
+    from shortlist.server.protocol import ServiceConfig
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = ServiceConfig(
+        create_app(ServerSettings.build(env={})),
+        http=f"shortlist.server.protocol:{protocol}",
+        log_level="warning",
+        timeout_header=30,
+        limit_connections=None,
+        limit_connections_per_client=2,
+        startup_timeout=60,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started, seconds=10, interval=0.02), "the server did not start"
+        for _ in range(2):  # twice: the refused and the closed connections are counted back
+            held = [_silent(port) for _ in range(2)]
+            third = _silent(port)
+            refused = _refusal(third)
+            assert refused is not None and refused.startswith(b"HTTP/1.1 503 ") and b"from your address" in refused
+            assert all(_refusal(s, 0.2) is None for s in held)
+            with _client(f"http://127.0.0.1:{port}", "127.0.0.2") as other:
+                assert other.get("/healthz").status_code == 200
+            for s in (*held, third):
+                s.close()
+            time.sleep(0.3)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
