@@ -1,21 +1,34 @@
-"""A bounded slowloris run against a real ``shortlist serve`` on loopback.
+"""A bounded slowloris (or idle-connection) run against a real ``shortlist serve`` on loopback.
 
 Starts ``shortlist serve`` (one worker by default) on 127.0.0.1, waits for ``/readyz``, then
-opens ``--connections`` sockets (default 500) that each send the start of a request header and
-never finish it; every ``--trickle`` seconds each open socket sends one more header line, as a
-slowloris client does to defeat a timeout that restarts on every byte. Meanwhile one normal
-client sends ``GET /readyz`` and ``POST /v1/select`` every 0.5 s on a fresh connection.
+measures a **baseline**: for ``--baseline`` seconds (default 10) a normal client, connecting from
+``--other-source`` (default 127.0.0.2: loopback covers 127.0.0.0/8, so it is another client
+address than the attacker's 127.0.0.1), sends ``GET /readyz`` and ``POST /v1/select`` every
+``--interval`` seconds on a fresh connection, and a health check asks ``/readyz`` (on
+``--health-port`` when given, which the bench passes to ``serve``).
 
-After ``--seconds`` (default 15) it reports how many half-header connections the server still
-holds open, when the server closed the others (seconds after they were opened), and whether the
-normal requests were served meanwhile. Everything is bounded: at most 2,000 connections and
-120 s, loopback only, and the server is stopped at the end.
+Then the attack: one client (127.0.0.1) opens ``--connections`` sockets (default 500). By
+default each sends the start of a request header and never finishes it, and every ``--trickle``
+seconds one more header line, as a slowloris client does to defeat a timeout restarted by every
+byte. With ``--idle`` they send nothing at all. With ``--reopen``, every ``--trickle`` seconds
+the attacker reopens those the server closed or refused, so it keeps trying to hold
+``--connections`` open (a burst of connects every ``--trickle`` seconds). The normal
+client and the health check go on meanwhile.
+
+After ``--seconds`` (default 15) it reports how many attack connections the server still holds
+open, how many it closed or refused, when, the normal requests' p50/p99 in the baseline and under
+attack (and their ratio), and the health checks that failed. Everything is bounded: at most
+2,000 connections and 120 s, loopback only, and the server is stopped at the end.
 
 Run::
 
     .venv/bin/python bench/bench_slowloris.py                         # 500 connections, 15 s
     .venv/bin/python bench/bench_slowloris.py --json
     .venv/bin/python bench/bench_slowloris.py --serve-arg=--timeout-header --serve-arg=5
+    # issue 27, item 5: one client holding 1,000 idle connections
+    .venv/bin/python bench/bench_slowloris.py --idle --reopen --connections 1000 --seconds 25 --health-port 0
+    .venv/bin/python bench/bench_slowloris.py --idle --reopen --connections 1000 --seconds 25 \\
+        --serve-arg=--max-connections-per-client=0                  # without the per-client cap
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ import argparse
 import json
 import os
 import resource
-import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -55,6 +68,9 @@ def start_server(tmp: Path, args: argparse.Namespace) -> tuple[subprocess.Popen[
     catalog = tmp / "tools.json"
     catalog.write_text(json.dumps(CATALOG))
     port = _free_port()
+    if args.health_port == 0:
+        args.health_port = _free_port()
+    health = ["--health-port", str(args.health_port)] if args.health_port else []
     cmd = [
         sys.executable,
         "-m",
@@ -70,6 +86,7 @@ def start_server(tmp: Path, args: argparse.Namespace) -> tuple[subprocess.Popen[
         f"tools={catalog}",
         "--selector",
         "lexical",
+        *health,
         *args.serve_arg,
     ]
     log = open(tmp / "server.log", "w")  # noqa: SIM115 - closed with the process
@@ -95,12 +112,14 @@ def _raise_fd_limit(need: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
 
 
-def _open_half_header(port: int) -> socket.socket | None:
+def _open_attack(port: int, idle: bool) -> socket.socket | None:
+    """One attack connection from 127.0.0.1: silent (``idle``) or with half a request header."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.settimeout(2)
     try:
         sock.connect((HOST, port))
-        sock.sendall(b"POST /v1/select HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
+        if not idle:
+            sock.sendall(b"POST /v1/select HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
     except OSError:
         sock.close()
         return None
@@ -131,36 +150,103 @@ def _normal_request(client: httpx.Client) -> tuple[bool, float]:
     return ok, (time.perf_counter() - start) * 1000
 
 
+def _health_check(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else None
+
+
+class _Other:
+    """The other client (its own source address): normal requests and health checks, timed."""
+
+    def __init__(self, url: str, health_url: str, args: argparse.Namespace) -> None:
+        transport = httpx.HTTPTransport(local_address=args.other_source)
+        self.client = httpx.Client(base_url=url, timeout=5, headers={"Connection": "close"}, transport=transport)
+        self.health_url = health_url
+        self.interval = args.interval
+        self.next = time.monotonic()
+        self.ms: list[float] = []
+        self.ok = self.failed = self.health_ok = self.health_failed = 0
+
+    def tick(self) -> None:
+        if time.monotonic() < self.next:
+            return
+        ok, ms = _normal_request(self.client)
+        self.ok += ok
+        self.failed += not ok
+        self.ms.append(ms)
+        healthy = _health_check(self.client, self.health_url)
+        self.health_ok += healthy
+        self.health_failed += not healthy
+        self.next = time.monotonic() + self.interval
+
+    def figures(self, prefix: str) -> dict[str, Any]:
+        return {
+            f"{prefix}_ok": self.ok,
+            f"{prefix}_failed": self.failed,
+            f"{prefix}_p50_ms": _quantile(self.ms, 0.50),
+            f"{prefix}_p99_ms": _quantile(self.ms, 0.99),
+            f"{prefix}_max_ms": _quantile(self.ms, 1.0),
+            f"{prefix}_health_ok": self.health_ok,
+            f"{prefix}_health_failed": self.health_failed,
+        }
+
+    def close(self) -> None:
+        self.client.close()
+
+
 def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     port = int(url.rsplit(":", 1)[1])
+    health_url = f"http://{HOST}:{args.health_port}/readyz" if args.health_port else f"{url}/readyz"
+    baseline = _Other(url, health_url, args)
+    stop = time.monotonic() + args.baseline
+    while time.monotonic() < stop:
+        baseline.tick()
+        time.sleep(0.005)
+    baseline.close()
     opened_at = time.monotonic()
     socks: dict[int, socket.socket] = {}
+    watch = selectors.DefaultSelector()  # epoll: no FD_SETSIZE limit, no list rebuilt per wait
     failed_to_open = 0
     for _ in range(args.connections):
-        sock = _open_half_header(port)
+        sock = _open_attack(port, args.idle)
         if sock is None:
             failed_to_open += 1
         else:
             socks[sock.fileno()] = sock
+            watch.register(sock, selectors.EVENT_READ)
     open_s = time.monotonic() - opened_at
     closed_after: list[float] = []
-    normal_ok = normal_failed = 0
-    normal_ms: list[float] = []
+    attack = _Other(url, health_url, args)
+    held: list[int] = []  # attack connections open, sampled at every trickle
     stop = opened_at + args.seconds
     next_trickle = opened_at + args.trickle
-    next_normal = time.monotonic()
     line = 0
-    with httpx.Client(base_url=url, timeout=5, headers={"Connection": "close"}) as client:
-        while time.monotonic() < stop:
-            ready, _, _ = select.select(list(socks.values()), [], [], 0.1) if socks else ([], [], [])
-            for sock in ready:
-                if _closed_by_server(sock):
-                    closed_after.append(time.monotonic() - opened_at)
-                    del socks[sock.fileno()]
-                    sock.close()
-            now = time.monotonic()
-            if now >= next_trickle:
-                line += 1
+    while time.monotonic() < stop:
+        for key, _ in watch.select(0.005) if socks else ():
+            ready = socks[key.fd]
+            if _closed_by_server(ready):
+                closed_after.append(time.monotonic() - opened_at)
+                watch.unregister(ready)
+                del socks[key.fd]
+                ready.close()
+        now = time.monotonic()
+        if now >= next_trickle:
+            line += 1
+            held.append(len(socks))
+            if args.reopen:  # the attacker keeps trying to hold them all
+                for _ in range(args.connections - len(socks)):
+                    sock = _open_attack(port, args.idle)
+                    if sock is not None:
+                        socks[sock.fileno()] = sock
+                        watch.register(sock, selectors.EVENT_READ)
+            if not args.idle:
                 for fd, sock in list(socks.items()):
                     try:
                         sock.send(f"X-Trickle-{line}: a\r\n".encode())
@@ -168,45 +254,62 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
                         pass
                     except OSError:
                         closed_after.append(time.monotonic() - opened_at)
+                        watch.unregister(sock)
                         del socks[fd]
                         sock.close()
-                next_trickle = now + args.trickle
-            if now >= next_normal:
-                ok, ms = _normal_request(client)
-                normal_ok += ok
-                normal_failed += not ok
-                normal_ms.append(ms)
-                next_normal = time.monotonic() + 0.5
+            next_trickle = time.monotonic() + args.trickle
+        attack.tick()
+    attack.close()
     still_open = len(socks)
     for sock in socks.values():
         sock.close()
-    normal_ms.sort()
-    return {
+    watch.close()
+    result: dict[str, Any] = {
         "connections": args.connections,
+        "mode": ("idle" if args.idle else "half-header") + (", reopened" if args.reopen else ""),
         "failed_to_open": failed_to_open,
         "opened_in_s": round(open_s, 2),
         "seconds": args.seconds,
         "still_open": still_open,
+        "held_min": min(held) if held else still_open,
+        "held_max": max(held) if held else still_open,
         "closed_by_server": len(closed_after),
         "first_close_s": round(min(closed_after), 2) if closed_after else None,
         "last_close_s": round(max(closed_after), 2) if closed_after else None,
-        "normal_ok": normal_ok,
-        "normal_failed": normal_failed,
-        "normal_p50_ms": round(normal_ms[len(normal_ms) // 2], 1) if normal_ms else None,
-        "normal_max_ms": round(normal_ms[-1], 1) if normal_ms else None,
+        "other_source": args.other_source,
+        "health_port": args.health_port,
+        **baseline.figures("baseline"),
+        **attack.figures("normal"),
     }
+    if result["baseline_p99_ms"] and result["normal_p99_ms"] is not None:
+        result["p99_ratio"] = round(result["normal_p99_ms"] / result["baseline_p99_ms"], 2)
+    return result
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--connections", type=int, default=500, help=f"half-header connections (max {MAX_CONNECTIONS})")
     p.add_argument("--seconds", type=float, default=15.0, help=f"how long to hold them (max {MAX_SECONDS:g})")
-    p.add_argument("--trickle", type=float, default=2.0, help="seconds between extra header lines per connection")
+    p.add_argument(
+        "--trickle", type=float, default=2.0, help="seconds between extra header lines per connection (or reopens)"
+    )
+    p.add_argument("--idle", action="store_true", help="attack connections send nothing")
+    p.add_argument("--reopen", action="store_true", help="reopen closed or refused attack connections every --trickle")
+    p.add_argument("--baseline", type=float, default=10.0, help="seconds of normal requests before the attack")
+    p.add_argument("--interval", type=float, default=0.1, help="seconds between the other client's requests")
+    p.add_argument("--other-source", default="127.0.0.2", help="source address of the other client")
+    p.add_argument(
+        "--health-port", type=int, help="serve --health-port for the health checks (0: a free port; default: none)"
+    )
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--serve-arg", action="append", default=[], help="extra argument for shortlist serve")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    if not 1 <= args.connections <= MAX_CONNECTIONS or not 0 < args.seconds <= MAX_SECONDS:
+    if (
+        not 1 <= args.connections <= MAX_CONNECTIONS
+        or not 0 < args.seconds <= MAX_SECONDS
+        or not 0 <= args.baseline <= MAX_SECONDS
+    ):
         raise SystemExit(f"--connections must be 1..{MAX_CONNECTIONS} and --seconds 0..{MAX_SECONDS:g}")
     _raise_fd_limit(args.connections + 256)
     with tempfile.TemporaryDirectory(prefix="shortlist-slowloris-") as tmp:
@@ -226,11 +329,21 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(
-        f"{result['connections']} half-header connections ({result['failed_to_open']} failed to open), "
-        f"after {result['seconds']:g} s: {result['still_open']} still open, {result['closed_by_server']} closed by "
-        f"the server (first at {result['first_close_s']} s, last at {result['last_close_s']} s); normal requests "
-        f"{result['normal_ok']} ok / {result['normal_failed']} failed, p50 {result['normal_p50_ms']} ms, "
-        f"max {result['normal_max_ms']} ms"
+        f"{result['connections']} {result['mode']} connections from {HOST} ({result['failed_to_open']} failed to "
+        f"open), after {result['seconds']:g} s: {result['still_open']} still open (held {result['held_min']}-"
+        f"{result['held_max']}), {result['closed_by_server']} closed by the server (first at "
+        f"{result['first_close_s']} s, last at {result['last_close_s']} s)"
+    )
+    print(
+        f"other client ({result['other_source']}): baseline {result['baseline_ok']} ok / {result['baseline_failed']} "
+        f"failed, p50 {result['baseline_p50_ms']} ms, p99 {result['baseline_p99_ms']} ms; under attack "
+        f"{result['normal_ok']} ok / {result['normal_failed']} failed, p50 {result['normal_p50_ms']} ms, p99 "
+        f"{result['normal_p99_ms']} ms (p99 {result.get('p99_ratio')}x the baseline)"
+    )
+    print(
+        f"health checks ({'port ' + str(result['health_port']) if result['health_port'] else 'service port'}): "
+        f"baseline {result['baseline_health_ok']} ok / {result['baseline_health_failed']} failed, under attack "
+        f"{result['normal_health_ok']} ok / {result['normal_health_failed']} failed"
     )
 
 

@@ -195,26 +195,32 @@ def _routes() -> dict[str, Any]:
 
 
 def test_probes_and_ports_match_the_app() -> None:
+    from shortlist.server.middleware import HEALTH_PATHS
+
     routes = _routes()
     services = load_compose()["services"]
     for name in REPLICAS:
-        port = option(argv(services[name]["command"]), "--port")
+        # probes ask the health listener (--health-port), which serves only /healthz and /readyz
+        health_port = option(argv(services[name]["command"]), "--health-port")
         check = " ".join(services[name]["healthcheck"]["test"])
         url = re.search(r"http://127\.0\.0\.1:(\d+)(/\w+)", check)
-        assert url is not None and url.group(1) == port, f"{name}: healthcheck port differs from --port {port}"
-        assert "get" in routes[url.group(2)]
+        assert url is not None and url.group(1) == health_port, f"{name}: healthcheck port is not --health-port"
+        assert "get" in routes[url.group(2)] and url.group(2) in HEALTH_PATHS
     deployment = k8s_doc("Deployment", "shortlist")
     (container,) = pod_spec(deployment)["containers"]
-    k8s_port = int(option([*container["command"], *container["args"]], "--port"))
+    k8s_args = [*container["command"], *container["args"]]
+    k8s_health = int(option(k8s_args, "--health-port"))
+    assert k8s_health != int(option(k8s_args, "--port"))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         get = container[probe]["httpGet"]
         assert "get" in routes[get["path"]], f"{probe}: {get['path']} is not a GET route of the app"
-        assert ports[get["port"]] == k8s_port
+        assert get["path"] in HEALTH_PATHS and ports[get["port"]] == k8s_health
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     service = k8s_doc("Service", "shortlist")
     assert all(p["targetPort"] in ports for p in service["spec"]["ports"])
+    assert all(ports[p["targetPort"]] != k8s_health for p in service["spec"]["ports"])  # probes only
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -418,6 +424,12 @@ def test_nginx_conf_parses_and_points_at_the_replicas(tmp_path: Path) -> None:
     assert float(read_timeout["args"][0].rstrip("s")) > serve.timeout
     mounts = compose_mounts(services["lb"])
     assert mounts["/etc/nginx/conf.d/default.conf"] == "./nginx.conf"
+    # a per-client connection limit (issue 27, item 5): the replicas see only nginx and leave it to it
+    (zone,) = _block(parsed, "limit_conn_zone")
+    assert zone["args"][0] == "$binary_remote_addr"
+    (limit,) = _block(server["block"], "limit_conn")
+    assert zone["args"][1] == f"zone={limit['args'][0]}:10m" and int(limit["args"][1]) >= 1
+    assert serve.max_connections_per_client == 0
 
 
 def test_nginx_accepts_the_conf(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 There is no container engine here, so the test reads the compose file and runs what it says
 on loopback: the ``index`` service's ``shortlist index build``, then the commands of the two
 ``shortlist serve`` services with their environment, against a real PostgreSQL server. What is
-substituted, and nothing else: free loopback ports for ``--host 0.0.0.0 --port 8080`` and for
+substituted, and nothing else: free loopback ports for ``--host 0.0.0.0 --port 8080``, for
+``--health-port 8081`` (the healthcheck's port) and for
 ``postgres:5432``; host folders for the mounts (``./etc`` is deploy/etc itself, named volumes
 and secrets are temp folders and files); and the embedded index backend for Qdrant (no Qdrant
 server binary can be installed here, and Qdrant's local file mode admits one process only),
@@ -190,7 +191,10 @@ def test_compose_replicas_share_memories_corpus_and_catalog(shortlist_database: 
             loc = Localizer(service, tmp_path, {**hosts, "0.0.0.0": "127.0.0.1"}, secrets)
             args = argv(service["command"])
             args[args.index("--port") + 1] = str(port)
-            container_port = option(argv(service["command"]), "--port")
+            # each container has its own probe port: here each replica gets a free one
+            health_port = free_port()
+            args[args.index("--health-port") + 1] = str(health_port)
+            container_port = option(argv(service["command"]), "--health-port")
             log = tmp_path / f"{name}.log"
             with log.open("wb") as out:
                 proc = subprocess.Popen(
@@ -200,7 +204,7 @@ def test_compose_replicas_share_memories_corpus_and_catalog(shortlist_database: 
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            check = [a.replace(f":{container_port}/", f":{port}/") for a in service["healthcheck"]["test"][1:]]
+            check = [a.replace(f":{container_port}/", f":{health_port}/") for a in service["healthcheck"]["test"][1:]]
             check = [sys.executable if a == "python" else a for a in check]
             replicas.append(Replica(name, f"http://127.0.0.1:{port}", proc, log, check))
         _wait_ready(replicas)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import stat
 from pathlib import Path
 from typing import Any
+
+from shortlist.cli._output import fail
 
 __all__ = ["register"]
 
@@ -25,6 +28,14 @@ def register(sub: Any) -> None:
         required=True,
         metavar="NAME=COMMAND",
         help="an upstream server: NAME=COMMAND (stdio, split like a shell) or NAME=http(s)://URL (repeatable)",
+    )
+    p.add_argument(
+        "--mcp-env",
+        action="append",
+        default=[],
+        metavar="SERVER=NAME[=VALUE]",
+        help="grant an upstream stdio server an environment variable: NAME forwards this process's value, "
+        "NAME=VALUE sets it (repeatable); a server gets only its grants and a safe minimum (PATH, HOME, LANG, ...)",
     )
     p.add_argument("--selector", help="selector for search_tools (default: the config's binding, else the default)")
     p.add_argument("--config", help="runtime.yaml")
@@ -46,27 +57,47 @@ def register(sub: Any) -> None:
         "--state",
         metavar="PATH",
         help="where the tools searches found persist, so a new session lists them (clients that check a name "
-        "against tools/list before calling it); default: a file per set of servers in the user cache folder; "
-        "'off': this process only",
+        "against tools/list before calling it; a regular file of at most 256 KiB); default: a file per set of "
+        "servers in the user cache folder; 'off': this process only",
     )
     p.set_defaults(func=run)
+
+
+def _state_problem(path: Path) -> str | None:
+    """Why ``--state PATH`` cannot be the proxy's state file (None: it can, or it does not exist yet)."""
+    from shortlist.mcp.proxy import MAX_STATE_BYTES
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a FIFO, device, socket or folder); give a file path or 'off'"
+    if st.st_size > MAX_STATE_BYTES:
+        return f"{st.st_size} bytes, more than a state file holds ({MAX_STATE_BYTES}); remove it or give another path"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist mcp-proxy`` until the client disconnects."""
     from shortlist.errors import CatalogError
     from shortlist.feedback.store import FeedbackStore
-    from shortlist.mcp.client import MCPClient, parse_server_arg
+    from shortlist.mcp.client import MCPClient, grant_server_env, parse_server_arg
     from shortlist.mcp.proxy import MCPProxy, default_state_path
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if args.k < 1:
         raise CatalogError("--k must be >= 1")
-    specs = [parse_server_arg(v) for v in args.mcp_server]
+    specs = grant_server_env([parse_server_arg(v) for v in args.mcp_server], args.mcp_env)
     if args.state is None:
         state = default_state_path([(n, v) for n, _, v in (a.partition("=") for a in args.mcp_server)])
     else:
         state = None if args.state.strip().lower() == "off" else Path(args.state)
+        problem = _state_problem(state) if state is not None else None
+        if problem:
+            return fail(f"mcp-proxy: --state {args.state}: {problem}")
 
     async def main() -> None:
         with contextlib.ExitStack() as stack:

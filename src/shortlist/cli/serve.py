@@ -34,10 +34,12 @@ logger = logging.getLogger("shortlist.server")
 
 # Connection defaults (see shortlist.server.protocol): a whole request header within 10 s (nginx's
 # client_header_timeout is 60 s), idle kept-alive connections closed after 5 s (uvicorn's default),
-# at most 1,000 open connections per worker.
+# at most 1,000 open connections per worker, and 100 of them from one source address (so one
+# client holding idle sockets cannot fill the cap; a load balancer in front limits per client).
 DEFAULT_TIMEOUT_HEADER = 10.0
 DEFAULT_TIMEOUT_KEEP_ALIVE = 5.0
 DEFAULT_LIMIT_CONNECTIONS = 1000
+DEFAULT_LIMIT_CONNECTIONS_PER_CLIENT = 100
 
 
 def _catalog(value: str) -> tuple[str, str]:
@@ -115,6 +117,20 @@ def register(sub: Any) -> None:
         f"(default {DEFAULT_LIMIT_CONNECTIONS}; 0: no cap)",
     )
     p.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=DEFAULT_LIMIT_CONNECTIONS_PER_CLIENT,
+        help=f"open connections per worker from one source address before new ones get 503 and are closed "
+        f"(default {DEFAULT_LIMIT_CONNECTIONS_PER_CLIENT}; 0: no cap, e.g. behind a load balancer that limits "
+        "per client itself)",
+    )
+    p.add_argument(
+        "--health-port",
+        type=int,
+        help="also listen on this port for /healthz and /readyz only, with its own connection count, so probes "
+        "are never refused because the service port is full (default: none)",
+    )
+    p.add_argument(
         "--startup-timeout",
         type=float,
         default=600.0,
@@ -157,6 +173,7 @@ _FIELDS = {
     "breaker_threshold": "breaker_threshold",
     "breaker_cooldown_s": "breaker_cooldown",
     "examples_path": "examples",
+    "health_port": "health_port",
 }
 
 
@@ -166,6 +183,7 @@ def _connection_flags(args: argparse.Namespace) -> tuple[tuple[str, float, float
         ("--timeout-header", args.timeout_header, 0.0),
         ("--timeout-keep-alive", args.timeout_keep_alive, 0.1),
         ("--max-connections", args.max_connections, 0),
+        ("--max-connections-per-client", args.max_connections_per_client, 0),
         ("--startup-timeout", args.startup_timeout, 1.0),
         ("--worker-healthcheck-timeout", args.worker_healthcheck_timeout, 1.0),
     )
@@ -207,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         problems = "; ".join(f"{_flag_of(err['loc'])}: {err['msg']}" for err in exc.errors())
         return fail(f"serve: {problems}")
+    if args.health_port is not None and args.health_port == args.port:
+        return fail(f"serve: --health-port must differ from --port ({args.port})")
     if not settings.api_keys and not is_loopback(args.host):
         return fail(
             f"serve: refusing to bind {args.host} without an API key; set SHORTLIST_API_KEYS or --api-keys-file, "
@@ -224,11 +244,19 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"serve: cannot bind {args.host}:{args.port}: {exc.strerror or exc}")
     with sock:
-        return _serve_on(sock, args, settings, started)
+        if args.health_port is None:
+            return _serve_on([sock], args, settings, started)
+        try:  # one socket the workers share: a probe needs no balancing
+            health = bind_exclusive(args.host, args.health_port)
+        except OSError as exc:
+            return fail(f"serve: cannot bind {args.host}:{args.health_port} (--health-port): {exc.strerror or exc}")
+        with health:
+            return _serve_on([sock, health], args, settings, started)
 
 
-def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, started: float) -> int:
-    """Check the start-up, then run uvicorn on the bound ``sock`` until interrupted."""
+def _serve_on(sockets: list[socket.socket], args: argparse.Namespace, settings: Any, started: float) -> int:
+    """Check the start-up, then run uvicorn on the bound ``sockets`` (the service's, then the health
+    listener's, if any) until interrupted."""
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
@@ -236,10 +264,15 @@ def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, star
     from shortlist.server.protocol import ServiceConfig
     from shortlist.server.settings import ENV_INSTANCE, ENV_SETTINGS
 
+    sock = sockets[0]
     port = int(sock.getsockname()[1])
     instance = secrets.token_hex(16)
     os.environ[ENV_INSTANCE] = instance  # every worker's /readyz names it (set before any is built)
-    _say(f"starting on http://{_url_host(args.host)}:{port} ({args.workers} worker(s)); loading catalogs and models")
+    health = f", health checks on port {args.health_port}" if args.health_port is not None else ""
+    _say(
+        f"starting on http://{_url_host(args.host)}:{port} ({args.workers} worker(s){health}); "
+        "loading catalogs and models"
+    )
     app: Any = _APP
     with progress_line(args):
         if args.workers > 1:
@@ -266,6 +299,8 @@ def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, star
         timeout_worker_healthcheck=args.worker_healthcheck_timeout,
         timeout_header=args.timeout_header,
         limit_connections=args.max_connections or None,
+        limit_connections_per_client=args.max_connections_per_client or None,
+        health_port=args.health_port,
         startup_timeout=args.startup_timeout,
     )
     if isinstance(sock, ReusePortSocket):
@@ -274,12 +309,12 @@ def _serve_on(sock: socket.socket, args: argparse.Namespace, settings: Any, star
         from shortlist.server.supervisor import ServiceSupervisor
 
         _announce_ready(args.host, port, started, instance)
-        ServiceSupervisor(config, sockets=[sock]).run()
+        ServiceSupervisor(config, sockets=sockets).run()
         return 0
     server = uvicorn.Server(config)
     _announce_ready(args.host, port, started, instance)
     with progress_line(args):
-        server.run(sockets=[sock])
+        server.run(sockets=sockets)
     started_ok: bool = server.started
     return 0 if started_ok else STARTUP_FAILURE
 

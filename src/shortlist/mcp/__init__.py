@@ -9,9 +9,11 @@ from __future__ import annotations
 from shortlist.mcp.client import (
     MCPCallResult,
     MCPClient,
+    MCPEnvNotSet,
     MCPReconnected,
     MCPServerError,
     MCPServerSpec,
+    grant_server_env,
     parse_server_arg,
     require_mcp,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "MCP_PREFIX",
     "MCPCallResult",
     "MCPClient",
+    "MCPEnvNotSet",
     "MCPReconnected",
     "MCPServerError",
     "MCPServerSpec",
@@ -41,6 +44,7 @@ __all__ = [
     "MCPToolSelection",
     "MCPToolSource",
     "expand_tool_patterns",
+    "grant_server_env",
     "mcp_policy",
     "mcp_tool_candidate",
     "parse_server_arg",

@@ -20,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, ClassVar
 
 from shortlist.errors import ConfigError, MCPServerError, MissingDependencyError
@@ -40,9 +42,11 @@ from shortlist.types import Candidate
 __all__ = [
     "MCPCallResult",
     "MCPClient",
+    "MCPEnvNotSet",
     "MCPReconnected",
     "MCPServerError",
     "MCPServerSpec",
+    "grant_server_env",
     "parse_server_arg",
     "require_mcp",
 ]
@@ -81,6 +85,17 @@ class MCPReconnected(Event):
     error: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class MCPEnvNotSet(Event):
+    """A variable granted to an upstream server by name is not set here: the server starts without it."""
+
+    name: ClassVar[str] = "mcp.env_not_set"
+    area: ClassVar[str] = "mcp"
+    level: int = logging.WARNING
+    server: str = ""
+    variable: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class MCPServerSpec:
     """How to reach one MCP server.
@@ -89,7 +104,8 @@ class MCPServerSpec:
         name: the server's name in tool prefixes (``mcp__<name>__<tool>``).
         command: the stdio command line (argv); exclusive with ``url``.
         url: a streamable HTTP endpoint such as ``http://127.0.0.1:8000/mcp``.
-        env: extra environment for a stdio process (merged over the SDK's safe default).
+        env: extra environment for a stdio process (merged over the SDK's safe default: ``HOME``,
+            ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``); see :func:`grant_server_env`.
         cwd: working directory of a stdio process.
         headers: HTTP headers for ``url`` (authentication, ...).
 
@@ -133,6 +149,68 @@ def parse_server_arg(value: str) -> MCPServerSpec:
     except ValueError as exc:
         raise ConfigError(f"--mcp-server {name}: cannot split the command: {exc}") from None
     return MCPServerSpec(name=name.strip(), command=tuple(argv))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def grant_server_env(
+    specs: Sequence[MCPServerSpec],
+    grants: Sequence[str],
+    *,
+    host: Mapping[str, str] | None = None,
+    hooks: Sequence[EventHook] = (),
+) -> list[MCPServerSpec]:
+    """Give each stdio server the environment variables granted to it, and nothing else of ``host``.
+
+    A stdio server inherits only a safe minimum (the SDK's ``HOME``, ``LOGNAME``, ``PATH``,
+    ``SHELL``, ``TERM``, ``USER``, plus :data:`~shortlist.exec.sandbox.BASE_ENV_NAMES`, as an
+    external selector does) and what a grant names, resolved the way an external selector's
+    ``env`` is (:func:`~shortlist.exec.sandbox.grant_env`): ``SERVER=NAME`` forwards ``host``'s
+    ``NAME`` (an :class:`MCPEnvNotSet` event when it is not set), ``SERVER=NAME=value`` sets it.
+    Variables a spec already holds are kept (a grant overrides them).
+
+    Args:
+        specs: the servers.
+        grants: ``SERVER=NAME`` or ``SERVER=NAME=value`` entries (``--mcp-env``).
+        host: the environment forwarded names are read from (default ``os.environ``).
+        hooks: event hooks for the :class:`MCPEnvNotSet` events.
+
+    Raises:
+        ConfigError: a grant for a server that is not in ``specs`` or is not a stdio server, or
+            a malformed entry or variable name.
+    """
+    from shortlist.exec.sandbox import base_env, grant_env
+
+    host = os.environ if host is None else host
+    by_server: dict[str, list[str]] = {s.name: [] for s in specs}
+    for entry in grants:
+        server, sep, grant = entry.partition("=")
+        variable = grant.partition("=")[0]
+        if not sep or not grant:
+            raise ConfigError(f"--mcp-env expects SERVER=NAME or SERVER=NAME=value, got {entry!r}")
+        if server not in by_server:
+            known = ", ".join(by_server) or "none"
+            raise ConfigError(f"--mcp-env {entry!r}: no upstream server named {server!r} (servers: {known})")
+        if not _ENV_NAME.fullmatch(variable):
+            raise ConfigError(f"--mcp-env {entry!r}: {variable!r} is not an environment variable name")
+        by_server[server].append(grant)
+    out: list[MCPServerSpec] = []
+    for spec in specs:
+        entries = by_server[spec.name]
+        if not spec.command:
+            if entries:
+                raise ConfigError(
+                    f"--mcp-env: {spec.name!r} is an HTTP server (environment is for stdio servers; use headers)"
+                )
+            out.append(spec)
+            continue
+        for grant in entries:
+            if "=" not in grant and grant not in host:
+                emit(MCPEnvNotSet(server=spec.name, variable=grant), hooks=tuple(hooks))
+        env = {**base_env(host), **(spec.env or {}), **grant_env(entries, host)}
+        out.append(replace(spec, env=env))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

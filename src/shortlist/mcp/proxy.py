@@ -64,7 +64,15 @@ from shortlist.types import Candidate
 if TYPE_CHECKING:
     from shortlist.feedback.store import FeedbackStore
 
-__all__ = ["FeedbackFailed", "FoundToolCalled", "MCPProxy", "UpstreamFailed", "default_state_path"]
+__all__ = [
+    "MAX_STATE_BYTES",
+    "FeedbackFailed",
+    "FoundToolCalled",
+    "MCPProxy",
+    "StateIgnored",
+    "UpstreamFailed",
+    "default_state_path",
+]
 
 logger = logging.getLogger("shortlist.mcp")
 
@@ -79,6 +87,8 @@ _SEARCH_SCHEMA: dict[str, Any] = {
 }
 #: The state file's layout: ``{"version": 2, "offer": OfferState}`` (version 1 held ``{"found": [ids]}``).
 _STATE_VERSION = 2
+#: The largest state file read: one the proxy writes holds at most ``max_offered`` ids (a few KiB).
+MAX_STATE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +123,24 @@ class UpstreamFailed(Event):
     level: int = logging.WARNING
     server: str = ""
     error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateIgnored(Event):
+    """The proxy's state file was not read: the list starts without the tools earlier sessions found.
+
+    ``reason``: ``not_regular_file`` (a FIFO, device, socket or folder: never opened for reading,
+    so it cannot hang the start-up, and never replaced), ``too_large`` (over ``limit`` bytes),
+    ``unreadable`` or ``invalid`` (not the proxy's JSON); ``error`` says more.
+    """
+
+    name: ClassVar[str] = "mcp.state_ignored"
+    area: ClassVar[str] = "mcp"
+    level: int = logging.WARNING
+    path: str = ""
+    reason: str = ""
+    error: str = ""
+    limit: int = 0
 
 
 def default_state_path(servers: Sequence[tuple[str, str]]) -> Path | None:
@@ -184,37 +212,57 @@ class MCPProxy:
         self._states: dict[int, OfferState] = {}  # session key -> its tools block
         self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
         self.state_path = Path(state_path) if state_path is not None else None
+        self._state_refused = False  # the path is not a regular file: neither read nor replaced
         self._known: dict[str, None] = dict.fromkeys(self._load_state())  # found by any session, most recent last
         self._connected: asyncio.Task[None] | None = None
         self._failed: set[str] = set()
 
+    def _ignored(self, reason: str, error: str = "") -> list[str]:
+        emit(StateIgnored(path=str(self.state_path), reason=reason, error=error[:2048], limit=MAX_STATE_BYTES))
+        return []
+
     def _load_state(self) -> list[str]:
-        """The tools earlier sessions found, most recent last (the state file's offer block)."""
-        if self.state_path is None:
+        """The tools earlier sessions found, most recent last (the state file's offer block).
+
+        Only a regular file of at most :data:`MAX_STATE_BYTES` is read (opened non-blocking, so a
+        FIFO never hangs the start-up); anything else is a :class:`StateIgnored` event.
+        """
+        from shortlist.skills._files import BeneathError, read_regular_file
+
+        if self.state_path is None or self._state_refused:
             return []
         try:
-            doc = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as exc:  # a broken file costs the list its history, nothing more
-            logger.warning("mcp-proxy state %s ignored: %s", self.state_path, exc)
-            return []
+            raw = read_regular_file(self.state_path, MAX_STATE_BYTES)
+        except BeneathError as exc:
+            if exc.reason == "missing":
+                return []
+            if exc.reason == "not_regular_file":  # not ours to read or to replace
+                self._state_refused = True
+                return self._ignored(exc.reason, "not a regular file; the found tools are kept in this process only")
+            return self._ignored("unreadable", exc.detail or exc.reason)
+        if len(raw) > MAX_STATE_BYTES:  # a broken file costs the list its history, nothing more
+            return self._ignored("too_large", f"larger than {MAX_STATE_BYTES} bytes; rewritten by the next search")
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except ValueError as exc:
+            return self._ignored("invalid", str(exc))
         if not isinstance(doc, dict):
-            return []
+            return self._ignored("invalid", "not a JSON object")
         if doc.get("version") == 1:  # an earlier proxy's file: a plain list of found ids
             found = doc.get("found")
-            return [i for i in found if isinstance(i, str)] if isinstance(found, list) else []
+            return list(dict.fromkeys(i for i in found if isinstance(i, str))) if isinstance(found, list) else []
         try:
             return list(OfferState.from_dict(doc.get("offer")).block)
         except Exception as exc:  # not an offer state: the list loses its history, nothing more
-            logger.warning("mcp-proxy state %s ignored: %s", self.state_path, exc)
-            return []
+            return self._ignored("invalid", f"{type(exc).__name__}: {exc}")
 
     def _save_state(self, ids: Sequence[str]) -> None:
         """Merge ``ids`` (newest last) into the state file, atomically (another process may share it)."""
         if self.state_path is None:
             return
         merged = dict.fromkeys(self._load_state())
+        if self._state_refused:
+            return
         for i in ids:
             merged.pop(i, None)
             merged[i] = None

@@ -133,7 +133,12 @@ def create_app(settings: ServerSettings | None = None, *, service: ServiceState 
     for module in (select, offer, selectors, retrieve, reduce, memory, interop, compat_cohere, compat_tei, health):
         app.include_router(module.router)
     app.include_router(decision_routes.router)  # GET /decisions, /v1/decisions: what the routes above decided
-    app.add_middleware(ServiceMiddleware, max_body_bytes=settings.max_body_bytes, timeout_s=settings.request_timeout_s)
+    app.add_middleware(
+        ServiceMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        timeout_s=settings.request_timeout_s,
+        health_port=settings.health_port,
+    )
     return app
 
 

@@ -1,5 +1,8 @@
 """One pure-ASGI middleware for every request: body-size limit, deadline, metrics and the access log.
 
+On the health listener (``serve --health-port``) it answers only :data:`HEALTH_PATHS`; any
+other path there is 404 ``not_found``, so the probe port never serves the API.
+
 Pure ASGI (not ``BaseHTTPMiddleware``) because it runs on every request of a service whose
 target is hundreds of selections per second per core. The access log is one structured record
 per request (method, route template, status, duration, client, key label) on the
@@ -20,7 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from shortlist.server.errors import error_body
 from shortlist.server.metrics import ServiceMetrics
 
-__all__ = ["ServiceMiddleware"]
+__all__ = ["HEALTH_PATHS", "ServiceMiddleware"]
+
+#: What the health listener serves.
+HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 
 access_log = logging.getLogger("shortlist.server.access")
 
@@ -37,16 +43,24 @@ class ServiceMiddleware:
         app: the wrapped ASGI app.
         max_body_bytes: the largest request body accepted.
         timeout_s: a request not answered within this many seconds gets 504.
+        health_port: the health listener's port, which serves only :data:`HEALTH_PATHS` (None: none).
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, timeout_s: float) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, timeout_s: float, health_port: int | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.timeout_s = timeout_s
+        self.health_port = health_port
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        server = scope.get("server")
+        on_health = self.health_port is not None and server is not None and server[1] == self.health_port
+        if on_health and scope.get("path") not in HEALTH_PATHS:
+            message = f"port {self.health_port} is the health listener: it serves only /healthz and /readyz"
+            await _send_json(send, 404, error_body("not_found", message))
             return
         start = time.perf_counter()
         status = 500

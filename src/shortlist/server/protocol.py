@@ -1,4 +1,4 @@
-"""Connection limits uvicorn lacks: a deadline for the request header, and a cap on connections per worker.
+"""Connection limits uvicorn lacks: a header deadline, and caps on connections per worker and per client.
 
 uvicorn (0.54, both its ``httptools`` and ``h11`` protocols) arms its keep-alive timer only
 *after a response* and cancels it on every byte received, so a client that connects and sends
@@ -17,6 +17,16 @@ The protocols here are uvicorn's, with three additions, configured by :class:`Se
   (``timeout_keep_alive``); the close is now counted.
 - **connection cap** (``limit_connections``): a connection beyond the cap is answered ``503`` with
   ``Retry-After`` and closed at once, so descriptors stay bounded.
+- **per-client cap** (``limit_connections_per_client``): a connection from a source address that
+  already holds that many is answered ``503`` and closed the same way, so one client (1,000 idle
+  sockets that never send a byte) cannot fill the worker's cap and starve every other client.
+  Counted per worker and per listener; behind a load balancer every connection comes from the
+  balancer, which must then limit per client itself (``deploy/nginx.conf``: ``limit_conn``).
+- **health listener** (``health_port``): connections to a second socket, which serves only
+  ``/healthz`` and ``/readyz`` (see :class:`~shortlist.server.middleware.ServiceMiddleware`), are
+  counted apart: they neither use the main cap nor are refused because it is full, so a probe is
+  never starved by the traffic of the service port. Their own cap is
+  :data:`HEALTH_LIMIT_CONNECTIONS` per worker (and the per-client cap applies).
 
 A slow *body* is bounded by the service's request timeout (``--timeout``, 504), which covers the
 app reading it. Every close or refusal is a :class:`ConnectionClosed` event (DEBUG, one per
@@ -31,17 +41,20 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import get_local_addr, get_remote_addr
 
 from shortlist.events import Event, emit
 
 __all__ = [
+    "HEALTH_LIMIT_CONNECTIONS",
     "ConnectionClosed",
     "H11LimitedProtocol",
     "HttpToolsLimitedProtocol",
@@ -52,14 +65,19 @@ logger = logging.getLogger("shortlist.server")
 
 _SUMMARY_EVERY_S = 10.0
 
+#: Open connections per worker on the health listener (probes open one at a time).
+HEALTH_LIMIT_CONNECTIONS = 64
+
 
 @dataclass(frozen=True, kw_only=True)
 class ConnectionClosed(Event):
     """The server closed or refused a connection.
 
     ``reason``: ``header_timeout`` (no complete header within ``timeout_s``; answered 408),
-    ``idle`` (kept alive ``timeout_s`` without a new request) or ``over_limit`` (more than
-    ``limit`` connections open; answered 503).
+    ``idle`` (kept alive ``timeout_s`` without a new request), ``over_limit`` (more than
+    ``limit`` connections open; answered 503) or ``client_over_limit`` (more than ``limit``
+    connections open from ``client``'s address; answered 503). ``listener`` is ``service`` or
+    ``health`` (the ``--health-port`` socket).
     """
 
     name: ClassVar[str] = "server.connection_closed"
@@ -70,6 +88,7 @@ class ConnectionClosed(Event):
     timeout_s: float = 0.0
     open_connections: int = 0
     limit: int = 0
+    listener: str = "service"
 
 
 class ServiceConfig(uvicorn.Config):
@@ -83,6 +102,10 @@ class ServiceConfig(uvicorn.Config):
         app: the ASGI app or its import string.
         timeout_header: seconds for a whole request header (0: no deadline).
         limit_connections: open connections per worker (None: no cap).
+        limit_connections_per_client: open connections per worker from one source address
+            (None: no cap).
+        health_port: the port of the health listener, whose connections are counted apart
+            (None: no health listener).
         startup_timeout: seconds a worker may take to start (load models, warm selectors) before
             the supervisor replaces it (see :mod:`shortlist.server.supervisor`).
         **kwargs: uvicorn's ``Config`` arguments. ``http`` defaults to this module's protocols.
@@ -95,12 +118,16 @@ class ServiceConfig(uvicorn.Config):
         timeout_header: float,
         limit_connections: int | None,
         startup_timeout: float,
+        limit_connections_per_client: int | None = None,
+        health_port: int | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("http", _auto_protocol())
         super().__init__(app, **kwargs)
         self.timeout_header = float(timeout_header)
         self.limit_connections = limit_connections
+        self.limit_connections_per_client = limit_connections_per_client
+        self.health_port = health_port
         self.startup_timeout = float(startup_timeout)
 
 
@@ -116,17 +143,19 @@ class _Summary:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._since = time.monotonic()
+        self._logged: float | None = None  # when the last line was logged (the first close logs at once)
 
     def add(self, reason: str, timeout_s: float, limit: int) -> None:
         with self._lock:
             self._counts[reason] = self._counts.get(reason, 0) + 1
             now = time.monotonic()
-            if now - self._since < _SUMMARY_EVERY_S and sum(self._counts.values()) > 1:
-                return
+            if self._logged is not None and now - self._logged < _SUMMARY_EVERY_S:
+                return  # (a flood of refusals was one line per refusal: the log itself was the load)
+            self._logged = now
             counts, self._counts, since, self._since = self._counts, {}, self._since, now
         logger.warning(
-            "closed connections in the last %.0f s: %s (header deadline %g s, connection cap %d per worker; "
-            "counted in shortlist_http_connections_closed_total)",
+            "closed connections in the last %.0f s: %s (header deadline %g s, the last cap hit: %d connections "
+            "per worker; counted in shortlist_http_connections_closed_total)",
             now - since,
             ", ".join(f"{n} {r}" for r, n in sorted(counts.items())),
             timeout_s,
@@ -136,6 +165,27 @@ class _Summary:
 
 
 _summary = _Summary()
+
+
+@dataclass
+class _Counts:
+    """Open connections of one server (a worker), per listener and per (listener, client address)."""
+
+    listeners: dict[bool, int] = field(default_factory=dict)
+    clients: dict[tuple[bool, str], int] = field(default_factory=dict)
+
+    def add(self, health: bool, client: str, step: int) -> None:
+        self.listeners[health] = self.listeners.get(health, 0) + step
+        key = (health, client)
+        n = self.clients.get(key, 0) + step
+        if n > 0:
+            self.clients[key] = n
+        else:
+            self.clients.pop(key, None)
+
+
+# one per uvicorn server (its ServerState, shared by its protocols), gone with it
+_counts: weakref.WeakKeyDictionary[Any, _Counts] = weakref.WeakKeyDictionary()
 
 
 def _response(status: str, code: str, message: str, extra: str = "") -> bytes:
@@ -155,8 +205,13 @@ class _Limits:
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     client: tuple[str, int] | None
+    server: tuple[str, int | None] | None
+    server_state: Any
 
     _header_timer: asyncio.TimerHandle | None = None
+    _health: bool = False
+    _counted: _Counts | None = None
+    _refusal = False
 
     @property
     def _timeout_header(self) -> float:
@@ -164,39 +219,81 @@ class _Limits:
 
     @property
     def _limit(self) -> int | None:
+        if self._health:
+            return HEALTH_LIMIT_CONNECTIONS
         limit: int | None = getattr(self.config, "limit_connections", None)
         return limit
 
-    def _closed(self, reason: str, timeout_s: float = 0.0) -> None:
-        limit = self._limit or 0
+    @property
+    def _client_limit(self) -> int | None:
+        limit: int | None = getattr(self.config, "limit_connections_per_client", None)
+        return limit
+
+    @property
+    def _address(self) -> str:
+        return self.client[0] if self.client else ""
+
+    def _closed(self, reason: str, timeout_s: float = 0.0, limit: int | None = None) -> None:
+        limit = (self._limit if limit is None else limit) or 0
         emit(
             ConnectionClosed(
                 reason=reason,
-                client=self.client[0] if self.client else "",
+                client=self._address,
                 timeout_s=timeout_s,
                 open_connections=len(self.connections),
                 limit=limit,
+                listener="health" if self._health else "service",
             )
         )
         if reason != "idle":
             _summary.add(reason, self._timeout_header, limit)
 
-    def _over_limit(self) -> bool:
-        """Refuse this new connection (503, closed) when the worker holds more than the cap."""
-        limit = self._limit
-        if limit is None or len(self.connections) <= limit:
-            return False
-        self.transport.write(
-            _response(
-                "503 Service Unavailable",
-                "overloaded",
-                f"this worker holds its limit of {limit} connections; retry",
-                "retry-after: 1\r\n",
-            )
-        )
+    def _uncount(self) -> None:
+        if self._counted is not None:
+            self._counted.add(self._health, self._address, -1)
+            self._counted = None
+
+    def _refused(self, transport: asyncio.Transport) -> bool:
+        """Count a new connection; refuse it (503, closed) before uvicorn sets it up when over a cap.
+
+        A refusal costs little (no parser state, no entry in uvicorn's connection set), since a
+        client held at its cap may reconnect in a loop.
+        """
+        self.transport = transport
+        self.client = get_remote_addr(transport)
+        self.server = get_local_addr(transport)
+        self._refusal = self._over_limit()
+        return self._refusal
+
+    def _refuse(self, reason: str, limit: int, message: str) -> bool:
+        self.transport.write(_response("503 Service Unavailable", "overloaded", message, "retry-after: 1\r\n"))
         self.transport.close()
-        self._closed("over_limit")
+        self._closed(reason, limit=limit)
         return True
+
+    def _over_limit(self) -> bool:
+        """Refuse this new connection (503, closed) when its address or its listener holds its cap.
+
+        A refused connection is never counted, so a burst of refusals cannot crowd out others.
+        """
+        health_port = getattr(self.config, "health_port", None)
+        self._health = health_port is not None and self.server is not None and self.server[1] == health_port
+        counts = _counts.get(self.server_state)
+        if counts is None:
+            counts = _counts[self.server_state] = _Counts()
+        per_client = self._client_limit
+        if per_client is not None and counts.clients.get((self._health, self._address), 0) >= per_client:
+            return self._refuse(
+                "client_over_limit",
+                per_client,
+                f"this worker holds its limit of {per_client} connections from your address; retry",
+            )
+        limit = self._limit
+        if limit is not None and counts.listeners.get(self._health, 0) >= limit:
+            return self._refuse("over_limit", limit, f"this worker holds its limit of {limit} connections; retry")
+        counts.add(self._health, self._address, 1)  # uncounted when the connection is lost
+        self._counted = counts
+        return False
 
     def _arm_header_deadline(self) -> None:
         timeout = self._timeout_header
@@ -228,9 +325,10 @@ class H11LimitedProtocol(_Limits, H11Protocol):
     """uvicorn's ``h11`` protocol with a header deadline and a connection cap."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._refused(transport):
+            return
         super().connection_made(transport)
-        if not self._over_limit():
-            self._arm_header_deadline()
+        self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
@@ -246,16 +344,19 @@ class H11LimitedProtocol(_Limits, H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()
-        super().connection_lost(exc)
+        self._uncount()
+        if not self._refusal:  # a refused connection never reached uvicorn's protocol
+            super().connection_lost(exc)
 
 
 class HttpToolsLimitedProtocol(_Limits, HttpToolsProtocol):  # type: ignore[misc]
     """uvicorn's ``httptools`` protocol with a header deadline and a connection cap."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self._refused(transport):
+            return
         super().connection_made(transport)
-        if not self._over_limit():
-            self._arm_header_deadline()
+        self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:
         if self.cycle is None or self.cycle.response_complete:
@@ -273,4 +374,6 @@ class HttpToolsLimitedProtocol(_Limits, HttpToolsProtocol):  # type: ignore[misc
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()
-        super().connection_lost(exc)
+        self._uncount()
+        if not self._refusal:  # a refused connection never reached uvicorn's protocol
+            super().connection_lost(exc)

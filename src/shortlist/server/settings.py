@@ -123,6 +123,8 @@ class ServerSettings(BaseModel):
             a model run (see :class:`~shortlist.embeddings.batching.Coalescer`).
         examples_path: a feedback log whose logged queries become the candidates' usage examples
             (None: the config's ``selection.examples``, if any).
+        health_port: the port of the health listener, which serves only ``/healthz`` and
+            ``/readyz`` (None: none; probes use the service port).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -144,6 +146,7 @@ class ServerSettings(BaseModel):
     breaker_cooldown_s: float = Field(default=5.0, gt=0)
     selection_threads: int = Field(default=32, ge=1, le=1024)
     examples_path: str | None = None
+    health_port: int | None = Field(default=None, ge=1, le=65535)
 
     @classmethod
     def build(
