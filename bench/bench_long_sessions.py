@@ -145,13 +145,16 @@ def _tools(state: dict[str, Any]) -> list[Tool]:
     return [make(f"lookup_{t}") for t in TOPICS]
 
 
-def _answer(fmt: str, text: str, call: tuple[str, str] | None = None) -> dict[str, Any]:
+def _answer(fmt: str, text: str, call: tuple[str, str] | None = None, bridged: bool = False) -> dict[str, Any]:
     if fmt == "anthropic":
         if call is not None:
             return {"content": [{"type": "tool_use", "id": call[1], "name": call[0], "input": {"id": "x"}}]}
         return {"content": [{"type": "text", "text": text}]}
     if call is not None:
-        fn = {"name": call[0], "arguments": json.dumps({"id": "x"})}
+        name, args = call[0], {"id": "x"}
+        if bridged:  # chat completions' fixed surface: every call goes through call_tool
+            name, args = "call_tool", {"name": name, "arguments": args}
+        fn = {"name": name, "arguments": json.dumps(args)}
         return {
             "role": "assistant",
             "content": None,
@@ -174,6 +177,10 @@ def _callable(request: Mapping[str, Any], fmt: str) -> list[str]:
         ]
     else:
         names = [t["function"]["name"] for t in request.get("tools", [])]
+        if "call_tool" in names:  # the bridge: the tools the find_tools results carried
+            for m in request["messages"]:
+                if m["role"] == "tool" and isinstance(m.get("content"), str) and m["content"].startswith('{"found"'):
+                    names += [d["name"] for d in json.loads(m["content"])["found"] if isinstance(d, dict)]
     return [n for n in dict.fromkeys(names) if n.startswith("lookup_")]
 
 
@@ -200,7 +207,8 @@ def run_trace(
             host = _callable(req, fmt)
             if host:
                 state["called"], state["result"] = True, turn["tool_result"]
-                return _answer(fmt, "", (host[0], f"c{len(requests)}"))
+                bridged = any(t.get("function", {}).get("name") == "call_tool" for t in req.get("tools", []))
+                return _answer(fmt, "", (host[0], f"c{len(requests)}"), bridged)
         return _answer(fmt, str(turn["answer"]))
 
     pack = Pack(system_prompt="You are a support agent for a logistics company.", tools=_tools(state))

@@ -114,7 +114,10 @@ def register(sub: Any) -> None:
         help="reduce the history (prior history included) when a turn starts over this many tokens (never)",
     )
     conv.add_argument(
-        "--low-water", type=float, default=0.6, help="the share of --history-budget a reduction keeps (0.6)"
+        "--low-water",
+        type=float,
+        help="the share of --history-budget a reduction keeps (default: the runtime's, "
+        "shortlist.runtime.context.DEFAULT_LOW_WATER)",
     )
     conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
     conv.add_argument(
@@ -516,9 +519,9 @@ def _simulated(args: argparse.Namespace) -> bool:
 
 def _costed(args: argparse.Namespace) -> bool:
     """Whether a flag of the conversation cost model differs from its default."""
-    given = (args.prices, args.cache_write, args.cache_read, args.history_budget)
-    sizes = (args.grounding_tokens, args.memory_tokens, args.placement, args.low_water)
-    return any(v is not None for v in given) or sizes != (0, 0, "history", 0.6)
+    given = (args.prices, args.cache_write, args.cache_read, args.history_budget, args.low_water)
+    sizes = (args.grounding_tokens, args.memory_tokens, args.placement)
+    return any(v is not None for v in given) or sizes != (0, 0, "history")
 
 
 def _run_conversations(
@@ -557,8 +560,11 @@ def _run_conversations(
             raise ConfigError(f"{flag} must be >= 0, not {size}")
     if args.history_budget is not None and args.history_budget < 1:
         raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
-    if not 0 < args.low_water <= 1:
-        raise ConfigError(f"--low-water must be a share of --history-budget in (0, 1], not {args.low_water}")
+    from shortlist.runtime.context import DEFAULT_LOW_WATER
+
+    low_water = DEFAULT_LOW_WATER if args.low_water is None else args.low_water
+    if not 0 < low_water <= 1:
+        raise ConfigError(f"--low-water must be a share of --history-budget in (0, 1], not {low_water}")
     prices = Prices.preset(args.prices) if args.prices else Prices()
     if args.cache_write is not None or args.cache_read is not None:  # explicit numbers win over the preset's
         prices = dataclasses.replace(
@@ -574,7 +580,7 @@ def _run_conversations(
         memory_tokens=args.memory_tokens,
         placement=args.placement,
         history_budget=args.history_budget,
-        low_water=args.low_water,
+        low_water=low_water,
     )
     simulation = Simulation(args.search_query, args.miss_rate, args.spurious_rate, args.seed, args.miss_cost)
     catalog = load_tools(Path(args.dataset) / "tools.jsonl")
