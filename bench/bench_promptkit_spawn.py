@@ -19,6 +19,18 @@ shared and noisy: wall times scale with its load, CPU times do not; read ratios 
 Every answer is checked to narrow (fewer ids than candidates).
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_promptkit_spawn.py [--calls 30] [--cold-calls 5] [--json OUT]
+
+``--fresh MODES`` measures a fresh machine instead (issue 27, item 29): each setup gets an empty
+cache folder (``SHORTLIST_CACHE_DIR``) and an empty private runtime folder (``XDG_RUNTIME_DIR``),
+and ``--fresh-calls`` turns of PromptKit's tool path over a JSONL catalog (default: MetaTool's
+199 tools, one MetaTool query per turn), each spawned and **SIGKILLed at** ``--timeout-ms``
+(3000, PromptKit's default) as PromptKit's ``exec.CommandContext`` does. A call is *narrowed*
+when it exited 0 in time with fewer ids than candidates. Setups: ``autostart`` (the documented
+one: ``exec-selector --autostart``; the daemon's CPU is counted in CPU per call), ``cold``
+(nothing but the spawned call), ``warm`` (``exec-selector --warm --catalog`` once, untimed, then
+cold calls). The load average is read before and after each setup.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_promptkit_spawn.py --fresh autostart,cold,warm
 """
 
 from __future__ import annotations
@@ -284,7 +296,9 @@ def _pid_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def fresh(mode: str, turns: list[bytes], n: int, timeout_ms: int, base: dict[str, str], catalog: Path) -> dict[str, Any]:
+def fresh(
+    mode: str, turns: list[bytes], n: int, timeout_ms: int, base: dict[str, str], catalog: Path
+) -> dict[str, Any]:
     """``len(turns)`` calls on an empty cache dir (a fresh machine) in one setup.
 
     * ``cold``: ``shortlist exec-selector``, nothing else (in-process every call);

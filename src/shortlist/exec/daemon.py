@@ -284,7 +284,8 @@ def run_daemon(
         daemon = ExecDaemon(
             registry, default=selector or DEFAULT_SELECTOR, config=config_path, idle_timeout_s=idle_timeout_s
         )
-        daemon.serve(path, warm=True, on_ready=lambda: sys.stderr.write(f"shortlist exec daemon listening on {path} (pid {os.getpid()})\n"))
+        ready = f"shortlist exec daemon listening on {path} (pid {os.getpid()})\n"
+        daemon.serve(path, warm=True, on_ready=lambda: sys.stderr.write(ready))
     finally:
         registry.close()
     return 0
