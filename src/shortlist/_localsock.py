@@ -78,13 +78,22 @@ def private_dir(path: str | os.PathLike[str], *, create: bool = True) -> Path:
 
 
 def default_socket_dir() -> Path:
-    """The private directory of the default socket (not created)."""
+    """The private directory of the default socket (not created).
+
+    Raises:
+        UntrustedSocket: there is no runtime folder and no home folder.
+    """
     runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
     if runtime and os.path.isabs(runtime):
         return Path(runtime) / "shortlist"
     cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
-    return base / "shortlist" / "run"
+    if cache and os.path.isabs(cache):
+        return Path(cache) / "shortlist" / "run"
+    try:
+        home = Path.home()
+    except RuntimeError:  # no HOME and no passwd entry
+        raise UntrustedSocket("no home folder for the default socket; set XDG_RUNTIME_DIR") from None
+    return home / ".cache" / "shortlist" / "run"
 
 
 def default_socket_path(*, create: bool = True) -> str:

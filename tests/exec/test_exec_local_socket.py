@@ -384,3 +384,15 @@ def test_autostart_uses_the_default_private_socket(tmp_path: Path) -> None:
     finally:
         os.kill(pid, signal.SIGTERM)
     assert wait_until(lambda: not sock.exists(), seconds=30)
+
+
+def test_no_runtime_and_no_home_folder_is_a_clear_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    with pytest.raises(UntrustedSocket, match="set XDG_RUNTIME_DIR"):
+        default_socket_path()
