@@ -19,6 +19,18 @@ shared and noisy: wall times scale with its load, CPU times do not; read ratios 
 Every answer is checked to narrow (fewer ids than candidates).
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_promptkit_spawn.py [--calls 30] [--cold-calls 5] [--json OUT]
+
+``--fresh MODES`` measures a fresh machine instead (issue 27, item 29): each setup gets an empty
+cache folder (``SHORTLIST_CACHE_DIR``) and an empty private runtime folder (``XDG_RUNTIME_DIR``),
+and ``--fresh-calls`` turns of PromptKit's tool path over a JSONL catalog (default: MetaTool's
+199 tools, one MetaTool query per turn), each spawned and **SIGKILLed at** ``--timeout-ms``
+(3000, PromptKit's default) as PromptKit's ``exec.CommandContext`` does. A call is *narrowed*
+when it exited 0 in time with fewer ids than candidates. Setups: ``autostart`` (the documented
+one: ``exec-selector --autostart``; the daemon's CPU is counted in CPU per call), ``cold``
+(nothing but the spawned call), ``warm`` (``exec-selector --warm --catalog`` once, untimed, then
+cold calls). The load average is read before and after each setup.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_promptkit_spawn.py --fresh autostart,cold,warm
 """
 
 from __future__ import annotations
@@ -194,13 +206,160 @@ def _http_ready(url: str) -> bool:
         return False
 
 
+# --- a fresh machine: an empty cache, PromptKit's deadline ------------------------------------------------------
+
+
+def catalog_payloads(catalog: Path, queries: Path, n: int) -> list[bytes]:
+    """PromptKit's tool-path request (``K = len(candidates)``) over a JSONL catalog, one per query text.
+
+    The query texts are the first of ``queries`` (JSONL with ``text``), one per catalog tool so
+    no two turns ask alike.
+    """
+    tools = [json.loads(line) for line in catalog.read_text().splitlines() if line.strip()]
+    items = ",".join(
+        f'{{"ID":{go_string(t["id"])},"Name":{go_string(t.get("name") or t["id"])},'
+        f'"Description":{go_string(t.get("description", ""))},"Metadata":null}}'
+        for t in tools
+    )
+    texts: list[str] = []
+    seen: set[str] = set()
+    for line in queries.read_text().splitlines():
+        row = json.loads(line) if line.strip() else {}
+        gold = tuple(row.get("gold") or ())
+        if row.get("text") and gold and gold[0] not in seen:
+            seen.add(gold[0])
+            texts.append(row["text"])
+        if len(texts) == n:
+            break
+    return [
+        (
+            f'{{"query":{{"Text":{go_string(q)},"Kind":"tool","PackID":"","AgentID":"","K":{len(tools)}}},'
+            f'"candidates":[{items}]}}'
+        ).encode()
+        for q in texts
+    ]
+
+
+def deadline_call(cmd: list[str], payload: bytes, env: dict[str, str], timeout_ms: int, n: int) -> dict[str, Any]:
+    """One PromptKit turn under its deadline: spawn, write stdin, close it; SIGKILL the process at ``timeout_ms``.
+
+    As PromptKit's exec client does (``exec.CommandContext``: the process is killed, not its
+    group). ``narrowed``: exit 0 in time with one JSON document naming fewer ids than ``n``.
+    """
+    before = _children_usage()
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    killed = False
+    try:
+        out, err = proc.communicate(payload, timeout=timeout_ms / 1000)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        killed = True
+    wall = time.perf_counter() - start
+    narrowed = False
+    if not killed and proc.returncode == 0:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            narrowed = 0 < len(json.loads(out)["selected"]) < n
+    return {
+        "wall_s": wall,
+        "cpu_s": _children_usage() - before,
+        "killed": killed,
+        "narrowed": narrowed,
+        "exit": proc.returncode,
+        "stderr": err.decode("utf-8", "replace")[-400:],
+    }
+
+
+def _daemons_of(marker: str) -> list[int]:
+    """Pids of live processes whose command line holds ``marker`` (the autostarted daemon's socket)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if b"--daemon" in cmdline and marker.encode() in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def _pid_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fresh(
+    mode: str, turns: list[bytes], n: int, timeout_ms: int, base: dict[str, str], catalog: Path
+) -> dict[str, Any]:
+    """``len(turns)`` calls on an empty cache dir (a fresh machine) in one setup.
+
+    * ``cold``: ``shortlist exec-selector``, nothing else (in-process every call);
+    * ``autostart``: ``shortlist exec-selector --autostart`` (the default private socket): the first
+      call starts the daemon; the daemon's CPU is added to the calls';
+    * ``warm``: ``shortlist exec-selector --warm --catalog FILE`` once (not timed), then cold calls.
+    """
+    with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
+        runtime = Path(tmp) / "run"
+        runtime.mkdir(mode=0o700)
+        env = {**base, "SHORTLIST_CACHE_DIR": str(Path(tmp) / "cache"), "XDG_RUNTIME_DIR": str(runtime)}
+        cmd = [SHORTLIST, "exec-selector"]
+        if mode == "autostart":
+            cmd.append("--autostart")
+        if mode == "warm":
+            subprocess.run([*cmd, "--warm", "--catalog", str(catalog)], env=env, check=True, capture_output=True)
+        load_before = os.getloadavg()[0]
+        rows = [deadline_call(cmd, t, env, timeout_ms, n) for t in turns]
+        load_after = os.getloadavg()[0]
+        daemon_cpu = 0.0
+        for pid in _daemons_of(str(runtime)):
+            daemon_cpu += _pid_cpu(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    walls = [r["wall_s"] for r in rows]
+    return {
+        "mode": mode,
+        "calls": len(rows),
+        "narrowed": sum(r["narrowed"] for r in rows),
+        "killed": sum(r["killed"] for r in rows),
+        "p50_ms": round(_pct(walls, 0.5) * 1000, 1),
+        "p99_ms": round(_pct(walls, 0.99) * 1000, 1),
+        "cpu_ms_per_call": round((sum(r["cpu_s"] for r in rows) + daemon_cpu) / len(rows) * 1000, 1),
+        "load": f"{load_before:.2f}-{load_after:.2f}",
+        "per_call": [
+            {k: (round(v * 1000) if k == "wall_s" else v) for k, v in r.items() if k not in ("cpu_s",)} for r in rows
+        ],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=30, help="spawned calls per warm mode (daemon, service)")
     ap.add_argument("--cold-calls", type=int, default=5, help="spawned calls per cold mode (cold, old)")
     ap.add_argument("--modes", default="old,cold,daemon,service")
     ap.add_argument("--json", metavar="OUT")
+    ap.add_argument(
+        "--fresh",
+        metavar="MODES",
+        default=None,
+        help="instead: a fresh machine (empty cache) under PromptKit's deadline, in these setups "
+        "(comma-separated: cold, autostart, warm)",
+    )
+    ap.add_argument("--fresh-calls", type=int, default=20)
+    ap.add_argument("--timeout-ms", type=int, default=3000, help="PromptKit's timeout_ms (default 3000)")
+    ap.add_argument("--catalog", type=Path, default=Path("/work/shared/data/metatool/tools.jsonl"))
+    ap.add_argument("--queries", type=Path, default=None, help="JSONL query texts (default: beside --catalog)")
     args = ap.parse_args()
+    if args.fresh:
+        main_fresh(args)
+        return
     modes = args.modes.split(",")
     payload = PAYLOAD.read_bytes()
     turns = payloads(payload)
@@ -243,6 +402,29 @@ def main() -> None:
             f"{mode:<8} {row['calls']:>5} {row['p50_ms']:>9} {row['p99_ms']:>9} {row['cpu_ms_p50']:>12} "
             f"{row['server_cpu_ms_mean']:>13} {ratio:>9}"
         )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def main_fresh(args: argparse.Namespace) -> None:
+    queries = args.queries or args.catalog.with_name("queries.jsonl")
+    turns = catalog_payloads(args.catalog, queries, args.fresh_calls)
+    n = json.loads(turns[0])["query"]["K"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SHORTLIST_EXEC_")}
+    base["OMP_NUM_THREADS"] = "1"
+    results = [fresh(m, turns, n, args.timeout_ms, base, args.catalog) for m in args.fresh.split(",")]
+    print(
+        f"PromptKit exec client on a fresh machine: {n} candidates ({args.catalog.name}), empty cache, "
+        f"timeout_ms {args.timeout_ms} (SIGKILL), {args.fresh_calls} calls, {os.cpu_count()} cores"
+    )
+    print(f"{'mode':<10} {'narrowed':>9} {'killed':>6} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call':>11} {'load':>10}")
+    for r in results:
+        narrowed = f"{r['narrowed']}/{r['calls']}"
+        print(
+            f"{r['mode']:<10} {narrowed:>9} {r['killed']:>6} {r['p50_ms']:>8} {r['p99_ms']:>8} "
+            f"{r['cpu_ms_per_call']:>11} {r['load']:>10}"
+        )
+        print("  walls ms:", " ".join(str(c["wall_s"]) + ("k" if c["killed"] else "") for c in r["per_call"]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -8,11 +8,12 @@ import signal
 import threading
 
 import pytest
-from exec_helpers import BEHAVE, PYTHON, process_gone
+from exec_helpers import BEHAVE, PYTHON, RERANK, process_gone
 
-from shortlist.errors import SelectorProcessError, SelectorProtocolError
+from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
 from shortlist.events import Event
 from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned, ExecWorkerRestarted
+from shortlist.exec.events import ExecNotAWorker
 from shortlist.selection.narrowing import narrow
 from shortlist.types import Candidate, Query
 
@@ -143,3 +144,25 @@ def test_worker_env_is_isolated_like_spawn_mode(monkeypatch: pytest.MonkeyPatch)
     assert env["GRANTED_FROM_HOST"] == "host-value" and env["LIT"] == "1"
     assert "SHORTLIST_TEST_SECRET" not in env
     assert set(env) <= {"PATH", "HOME", "LANG", "LC_CTYPE", "GRANTED_FROM_HOST", "LIT"}
+
+
+@pytest.mark.slow
+def test_a_program_that_reads_stdin_to_its_end_is_named_as_maybe_not_a_worker(events: list[Event]) -> None:
+    # issue 27, item 30: PromptKit's rerank.py under `worker: true` waits for an EOF a worker never gets
+    sel = ExecSelector("rerank", PYTHON, [RERANK], worker=True, timeout_ms=800)
+    with sel, pytest.raises(SelectorTimeout, match="may not be a line-protocol worker") as info:
+        sel.select(Query("refund my order", k=1), CANDS)
+    assert "did not answer a line" in str(info.value) and "worker: true" in str(info.value)
+    (hint,) = [e for e in events if isinstance(e, ExecNotAWorker)]
+    assert hint.selector == "rerank" and hint.elapsed_ms >= 800
+    assert any(isinstance(e, ExecKilled) and e.reason == "timeout" for e in events)
+
+
+@pytest.mark.slow
+def test_a_worker_that_answered_before_then_times_out_gets_no_such_hint(events: list[Event]) -> None:
+    with worker("worker_sleep", "slow", timeout_ms=400) as sel:
+        sel.select(Query("fast", k=1), CANDS)
+        with pytest.raises(SelectorTimeout) as info:
+            sel.select(Query("slow please", k=1), CANDS)
+    assert "line-protocol" not in str(info.value)
+    assert not [e for e in events if isinstance(e, ExecNotAWorker)]

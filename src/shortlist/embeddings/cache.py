@@ -12,7 +12,8 @@ turns the cache off. A ``postgresql://`` URL there (or as a provider's ``vector_
 vectors in PostgreSQL instead (:class:`~shortlist.embeddings.postgres.PostgresVectorStore`, same
 keys and checks), shared by every replica of a deployment; files (the optimised model graph) then
 stay in the user's cache directory. The file is safe under concurrent processes (WAL journal, a busy timeout,
-one short write transaction per batch) and bounded: above ``max_mb`` (default 512,
+one short write transaction per batch; misses are embedded and saved :data:`SAVE_EVERY` at a time,
+so a process killed mid-catalog keeps its progress) and bounded: above ``max_mb`` (default 512,
 ``$SHORTLIST_CACHE_MAX_MB``) the least recently used vectors are evicted. A cache that cannot
 be opened or written (a read-only home, a full disk) is skipped with a
 ``embeddings.cache_unavailable`` event: vectors are then computed, never wrong.
@@ -51,6 +52,7 @@ __all__ = [
     "DEFAULT_MAX_MB",
     "ENV_CACHE_DIR",
     "ENV_CACHE_MAX_MB",
+    "SAVE_EVERY",
     "CacheInfo",
     "CacheRowDropped",
     "CacheUnavailable",
@@ -72,6 +74,8 @@ ENV_CACHE_DIR = "SHORTLIST_CACHE_DIR"
 ENV_CACHE_MAX_MB = "SHORTLIST_CACHE_MAX_MB"
 #: The default bound of the vector file, in MB (about 300,000 MiniLM vectors).
 DEFAULT_MAX_MB = 512
+#: Misses are embedded and saved this many at a time (a killed process keeps what it saved).
+SAVE_EVERY = 32
 #: The vector file's name inside the cache directory.
 VECTORS_FILE = "vectors.sqlite3"
 
@@ -598,8 +602,13 @@ def cached_embed(
     found = store.get(identity, keys)
     missing = [k for k in by_key if k not in found]
     hits = len(by_key) - len(missing)
-    if missing:
-        _compute_into(store, identity, missing, by_key, compute, found)
+    # SAVE_EVERY at a time, each part saved before the next is computed: a process killed mid-way
+    # (a spawned call past its caller's deadline) leaves its progress for the next; split by length
+    # (padding is per forward batch)
+    if len(missing) > SAVE_EVERY:
+        missing.sort(key=lambda k: len(by_key[k]))
+    for start in range(0, len(missing), SAVE_EVERY):
+        _compute_into(store, identity, missing[start : start + SAVE_EVERY], by_key, compute, found)
     if len({v.shape[0] for v in found.values()}) > 1:
         # rows of one identity disagree in dimension (a row of another model stored under it): the
         # model's own output decides, so the batch's stored rows are computed again and replaced

@@ -23,7 +23,7 @@ from shortlist.config import SandboxConfig, SelectorConfig
 from shortlist.errors import ConfigError, SelectorError, SelectorProcessError, SelectorProtocolError, SelectorTimeout
 from shortlist.events import emit
 from shortlist.exec.aprocess import arun_once
-from shortlist.exec.events import ExecKilled, ExecSpawned, ExecWorkerRestarted
+from shortlist.exec.events import ExecKilled, ExecNotAWorker, ExecSpawned, ExecWorkerRestarted
 from shortlist.exec.process import RunResult, run_once
 from shortlist.exec.protocol import (
     WireResponse,
@@ -310,6 +310,8 @@ class ExecSelector(Selector):
                 )
         except SelectorError as exc:
             reason = _restart_reason(exc)
+            if isinstance(exc, SelectorTimeout) and proc.never_answered():
+                emit(ExecNotAWorker(selector=self.name, pid=proc.pid, elapsed_ms=round(exc.elapsed_ms or 0.0, 3)))
             if not isinstance(exc, SelectorProcessError):
                 emit(
                     ExecKilled(

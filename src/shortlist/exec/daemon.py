@@ -17,8 +17,13 @@ Framing (local, one request per connection):
   daemon cannot serve the request (another config, an unknown selector): the client answers
   in-process instead.
 
-The socket is created with mode 0600 (only its user may connect); a stale socket file is
-replaced, a live one refused. With an idle timeout the daemon stops (and removes its socket)
+The socket is created with mode 0600 (only its user may connect) and bound before the model
+loads (a call that arrives during the warm-up waits in the queue instead of finding nobody);
+the default socket lives in a private directory (:mod:`shortlist._localsock`). A stale socket
+file of this user is replaced, a live one refused, another user's refused (never removed). A
+connection whose peer is another user is closed unanswered (``exec.socket_refused``). Requests
+are answered one at a time: a second call for a catalog being embedded waits for those vectors
+instead of embedding it again. With an idle timeout the daemon stops (and removes its socket)
 after that long without a request; a spawned call started with ``--autostart`` starts one.
 """
 
@@ -37,7 +42,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from shortlist._localsock import UntrustedSocket, check_peer, default_socket_path
 from shortlist.errors import ConfigError
+from shortlist.events import emit
+from shortlist.exec.events import ExecSocketRefused
 from shortlist.exec.server import _failed, answer
 from shortlist.selection.base import Selector
 from shortlist.selection.registry import SelectorRegistry
@@ -79,6 +87,7 @@ class ExecDaemon:
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self.served = 0
         self.last_used = time.monotonic()
+        self._answering = threading.Lock()
 
     def warm(self) -> None:
         """Resolve the default selector and run it once, so the first client does not pay the model load."""
@@ -105,17 +114,21 @@ class ExecDaemon:
         except Exception as exc:  # unknown name or a broken entry: the client answers in-process, with its error
             return STATUS_REFUSED, _error(f"{type(exc).__name__}: {exc}")
         try:
-            out = answer(selector, body)[0]
+            with self._answering:
+                out = answer(selector, body)[0]
         except Exception as exc:  # the request or the selector failed: the client exits 1, as in-process
             logger.debug("exec daemon request failed", exc_info=True)
             return STATUS_ERROR, _error(_failed(exc, None, worker=False))
         self.served += 1
         return STATUS_OK, out
 
-    def serve(self, path: str | os.PathLike[str], *, on_ready: Callable[[], object] | None = None) -> None:
+    def serve(
+        self, path: str | os.PathLike[str], *, on_ready: Callable[[], object] | None = None, warm: bool = False
+    ) -> None:
         """Listen on ``path`` and answer until :meth:`shutdown` (or SIGTERM/SIGINT in the main thread).
 
-        ``on_ready`` is called once the socket accepts connections.
+        With ``warm``, :meth:`warm` runs once the socket is bound (calls that connect meanwhile
+        wait for it). ``on_ready`` is called once requests are answered.
         """
         sock_path = Path(path)
         _claim(sock_path)
@@ -126,6 +139,11 @@ class ExecDaemon:
                 daemon.last_used = time.monotonic()
                 conn: socket.socket = self.request
                 conn.settimeout(60.0)
+                try:
+                    check_peer(conn, "a connection")
+                except (UntrustedSocket, OSError) as exc:  # another user: closed unanswered
+                    emit(ExecSocketRefused(side="daemon", address=str(sock_path), reason=str(exc)))
+                    return
                 try:
                     raw = _read_all(conn)
                 except (OSError, ValueError) as exc:
@@ -141,17 +159,25 @@ class ExecDaemon:
                     conn.sendall(status + out)
                 daemon.last_used = time.monotonic()
 
+        class Server(socketserver.ThreadingUnixStreamServer):
+            request_queue_size = 64  # calls that arrive during the warm-up wait here
+
         old_umask = os.umask(0o177)
         try:
-            server = socketserver.ThreadingUnixStreamServer(str(sock_path), Handler)
+            server = Server(str(sock_path), Handler)
         finally:
             os.umask(old_umask)
         server.daemon_threads = True
         self._server = server
-        if self.idle_timeout_s:
-            threading.Thread(target=self._stop_when_idle, args=(server, self.idle_timeout_s), daemon=True).start()
         try:
             with _stop_on_signals(server):
+                if warm:
+                    self.warm()
+                    self.last_used = time.monotonic()
+                if self.idle_timeout_s:
+                    threading.Thread(
+                        target=self._stop_when_idle, args=(server, self.idle_timeout_s), daemon=True
+                    ).start()
                 if on_ready is not None:
                     on_ready()
                 server.serve_forever(poll_interval=0.2)
@@ -193,8 +219,11 @@ def _claim(path: Path) -> None:
         raise ConfigError(f"--daemon {path}: folder {path.parent} does not exist")
     if not path.exists() and not path.is_symlink():
         return
-    if not path.is_socket():
+    if path.is_symlink() or not path.is_socket():
         raise ConfigError(f"--daemon {path}: exists and is not a socket; remove it or choose another path")
+    owner = path.stat().st_uid
+    if owner not in (os.geteuid(), 0):
+        raise ConfigError(f"--daemon {path}: the socket belongs to uid {owner}, not to you; choose another path")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(1.0)
@@ -225,11 +254,12 @@ def _stop_on_signals(server: socketserver.BaseServer) -> Iterator[None]:
 
 
 def run_daemon(
-    path: str, *, selector: str | None = None, config: str | None = None, idle_timeout_s: float | None = None
+    path: str | None, *, selector: str | None = None, config: str | None = None, idle_timeout_s: float | None = None
 ) -> int:
     """Serve ``selector`` (and the config's other selectors) on the UNIX socket ``path`` until stopped.
 
-    ``idle_timeout_s``: stop after that long without a request (None or 0: never).
+    ``path`` None: the default socket, in its private directory. ``idle_timeout_s``: stop after
+    that long without a request (None or 0: never).
 
     Returns:
         The exit code (0 after SIGTERM/SIGINT).
@@ -242,6 +272,11 @@ def run_daemon(
     from shortlist.config import load_runtime_config
     from shortlist.selection.registry import DEFAULT_SELECTOR
 
+    if path is None:
+        try:
+            path = default_socket_path()
+        except OSError as exc:
+            raise ConfigError(f"--daemon: no private folder for the default socket: {exc}") from None
     config_path = str(Path(config).resolve()) if config else None
     runtime = load_runtime_config(config_path) if config_path else None
     registry = SelectorRegistry(runtime, source=config_path)
@@ -249,8 +284,8 @@ def run_daemon(
         daemon = ExecDaemon(
             registry, default=selector or DEFAULT_SELECTOR, config=config_path, idle_timeout_s=idle_timeout_s
         )
-        daemon.warm()
-        daemon.serve(path, on_ready=lambda: sys.stderr.write(f"shortlist exec daemon listening on {path}\n"))
+        ready = f"shortlist exec daemon listening on {path} (pid {os.getpid()})\n"
+        daemon.serve(path, warm=True, on_ready=lambda: sys.stderr.write(ready))
     finally:
         registry.close()
     return 0

@@ -12,8 +12,10 @@ __all__ = [
     "ExecDescendantsKilled",
     "ExecForwardFailed",
     "ExecKilled",
+    "ExecNotAWorker",
     "ExecReasonTruncated",
     "ExecRequestFailed",
+    "ExecSocketRefused",
     "ExecSpawned",
     "ExecWorkerRestarted",
 ]
@@ -121,3 +123,36 @@ class ExecForwardFailed(Event):
     target: str = ""
     address: str = ""
     reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecSocketRefused(Event):
+    """A daemon socket, its folder, its peer or its log was not this user's alone, and was refused.
+
+    ``side`` is ``client`` (a spawned call would not send its query there: it answers as the
+    exec client's failure rules say, after ``exec.forward_failed``) or ``daemon`` (a connection
+    from another user was closed unanswered).
+    """
+
+    name: ClassVar[str] = "exec.socket_refused"
+    area: ClassVar[str] = "exec"
+    level: int = logging.WARNING
+    side: str = "client"
+    address: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecNotAWorker(Event):
+    """A ``worker: true`` program answered no line at all before its deadline.
+
+    It may not speak the line protocol: a program that reads stdin to its end (a spawn-per-call
+    selector) waits for an EOF that a worker never gets. ``exec.killed`` follows.
+    """
+
+    name: ClassVar[str] = "exec.not_a_worker"
+    area: ClassVar[str] = "exec"
+    level: int = logging.WARNING
+    selector: str = ""
+    pid: int = 0
+    elapsed_ms: float = 0.0

@@ -4,6 +4,10 @@ Single-shot (the reference's spawn-per-call): read one request from stdin until 
 write one response on stdout, exit 0; on a bad request or a failing selector write
 ``{"error": "..."}`` on stderr and exit 1, so the calling runtime falls back.
 
+Warm-up (``--warm --catalog FILE``, :func:`warm_cache`): answer one request over that catalog
+and exit, so the model's optimised graph and the catalog's vectors are in the persistent cache
+before the first spawned call (a fresh machine's calls then fit a 3 s deadline).
+
 Worker (``--worker``): one request per line, one response per line (echoing the request's
 ``id``), until EOF; a bad line or a failing selector is answered ``{"id": ..., "error":
 "..."}`` and the loop goes on. Requests may use the Go reference's capitalised keys.
@@ -27,7 +31,15 @@ from shortlist.exec.protocol import encode_response, parse_request, request_id_o
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate
 
-__all__ = ["CandidateRefs", "RequestRefused", "answer", "run_exec_selector", "serve_once", "serve_worker"]
+__all__ = [
+    "CandidateRefs",
+    "RequestRefused",
+    "answer",
+    "run_exec_selector",
+    "serve_once",
+    "serve_worker",
+    "warm_cache",
+]
 
 logger = logging.getLogger("shortlist.exec")
 
@@ -181,3 +193,66 @@ def run_exec_selector(
         return serve_once(chosen, source, sys.stdout.buffer, sys.stderr.buffer)
     finally:
         registry.close()
+
+
+def _warm_candidates(path: str) -> list[Candidate]:
+    """The catalog in ``path``: tool definitions (``load_catalog``), else a request document's candidates."""
+    from pathlib import Path
+
+    from shortlist.adapters.catalog import load_catalog
+    from shortlist.errors import CatalogError
+
+    try:
+        return load_catalog(path)
+    except CatalogError as exc:
+        try:
+            request = parse_request(Path(path).read_bytes())
+        except (OSError, ValueError):
+            raise exc from None
+        if not request.candidates:
+            raise exc from None
+        return list(request.candidates)
+
+
+def warm_cache(catalog: str, *, selector: str | None = None, config: str | None = None) -> int:
+    """Embed ``catalog`` into the persistent cache with the selector a spawned call would use; print a summary.
+
+    Args:
+        catalog: a JSON/JSONL file of tool definitions (OpenAI, Anthropic, MCP, candidates) or a
+            request document (PromptKit's bytes).
+        selector: the selector's name (default: the built-in default).
+        config: a ``runtime.yaml`` declaring selectors.
+
+    Returns:
+        0.
+
+    Raises:
+        CatalogError: the file holds no catalog.
+        ConfigError: the config is invalid or the selector name does not resolve.
+    """
+    import time
+
+    from shortlist.config import load_runtime_config
+    from shortlist.embeddings.cache import cache_location
+    from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
+    from shortlist.types import Query
+
+    candidates = _warm_candidates(catalog)
+    started = time.monotonic()
+    runtime = load_runtime_config(config) if config else None
+    registry = SelectorRegistry(runtime, source=config)
+    try:
+        name = selector or DEFAULT_SELECTOR
+        with contextlib.redirect_stdout(sys.stderr):
+            registry.get(name).select(Query(text="warm up", kind="tool", k=1), candidates)
+    finally:
+        registry.close()
+    summary = {
+        "warmed": len(candidates),
+        "selector": name,
+        "cache": str(cache_location() or "off"),
+        "seconds": round(time.monotonic() - started, 2),
+    }
+    sys.stdout.write(json.dumps(summary) + "\n")
+    sys.stdout.flush()
+    return 0

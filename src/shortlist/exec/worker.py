@@ -58,6 +58,8 @@ class WorkerProcess:
         self._tail = TailBuffer(tail_bytes)
         self._tail_lock = threading.Lock()
         self._buf = bytearray()
+        #: Lines this worker has answered; 0 at a timeout means it may not speak the line protocol.
+        self.lines_answered = 0
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self._out_fd = self.proc.stdout.fileno()
         self._in_fd = self.proc.stdin.fileno()
@@ -121,6 +123,7 @@ class WorkerProcess:
                 if nl >= 0:
                     line = bytes(self._buf[:nl])
                     del self._buf[: nl + 1]
+                    self.lines_answered += 1
                     return line
                 if len(self._buf) > max_bytes:
                     raise SelectorProtocolError(
@@ -143,10 +146,21 @@ class WorkerProcess:
         finally:
             sel.unregister(self._out_fd)
 
+    def never_answered(self) -> bool:
+        """True when this worker has not written a single byte on stdout since it started."""
+        return self.lines_answered == 0 and not self._buf
+
     def _timeout(self, started: float) -> SelectorTimeout:
         elapsed = (time.monotonic() - started) * 1000
+        message = f"worker did not answer within {elapsed:.0f} ms"
+        if self.never_answered():
+            message = (
+                f"worker did not answer a line within {elapsed:.0f} ms, nor any line since it started: the program "
+                "may not be a line-protocol worker (one that reads stdin to its end, like a spawn-per-call selector, "
+                "waits for an EOF a worker never gets); drop `worker: true`, or answer each request line as it comes"
+            )
         return SelectorTimeout(
-            f"worker did not answer within {elapsed:.0f} ms",
+            message,
             selector=self.selector,
             elapsed_ms=elapsed,
             stderr_tail=self.stderr_tail(),
