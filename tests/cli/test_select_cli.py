@@ -1,4 +1,5 @@
-"""`shortlist select` as a user types it: a real subprocess."""
+"""`shortlist select` as a user types it: in this process (``inprocess.run_cli``), the quick start also as a real
+subprocess."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from pathlib import Path
 
 import pytest
 
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)
+from inprocess import run_cli as run
 
 
+@pytest.mark.slow  # the quick start as a user types it: a real `python -m shortlist.cli` process
 def test_quick_start_on_the_bundled_catalog() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "shortlist.cli", "select", "what's the weather in Paris tomorrow"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith("get_weather_forecast")
+
+
+def test_quick_start_in_process() -> None:
     out = run("select", "what's the weather in Paris tomorrow")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("get_weather_forecast")

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from server_helpers import RunningServer, serve
 
+from loopback import starts_processes
 from shortlist.server import ServerSettings
 
 
 @pytest.fixture
+@starts_processes
 def server_factory() -> Callable[..., contextlib.AbstractContextManager[RunningServer]]:
     """``server_factory(**settings)``: a context manager running a server with those settings."""
 

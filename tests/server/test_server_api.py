@@ -228,6 +228,7 @@ def test_health_endpoints(server_factory: Any, path: str) -> None:
         assert c.get(path).status_code == 200
 
 
+@pytest.mark.slow  # replicas as processes
 @pytest.mark.parametrize("backend", ["embedded", "qdrant"])
 def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path, backend: str) -> None:
     import subprocess

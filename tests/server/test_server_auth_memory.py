@@ -32,6 +32,7 @@ def test_keys_file_parsing_keeps_only_digests(tmp_path: Path) -> None:
     assert p2.allows({"user_id": "u1", "team": "red", "session": "s"}) and not p2.allows({"user_id": "u1"})
 
 
+@pytest.mark.slow  # a real server (uvicorn in a thread)
 def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) -> None:
     with serve(keyed_settings) as srv:
         with srv.client() as anon:
@@ -46,6 +47,7 @@ def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) ->
                 assert ok.post("/v1/select", json={"query": "alpha", "candidates": TOOLS}).status_code == 200
 
 
+@pytest.mark.slow  # a real server (uvicorn in a thread)
 def test_a_scope_limited_key_gets_403_and_nothing_is_read(keyed_settings: ServerSettings) -> None:
     with serve(keyed_settings) as srv, srv.client("k-admin") as admin, srv.client("k-alice") as alice:
         bob = {"user_id": "bob"}
