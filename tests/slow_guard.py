@@ -83,10 +83,10 @@ def cost(start: Snapshot, end: Snapshot, load: float) -> Cost:
     wall = end.wall - start.wall
     cpu = (end.cpu - start.cpu) + (end.children - start.children)
     seen_cpu = seen_wait = 0
-    for tid, (on_cpu, waited) in end.threads.items():
+    for tid, (on_cpu_ns, waited_ns) in end.threads.items():
         before = start.threads.get(tid, (0, 0))
-        seen_cpu += on_cpu - before[0]
-        seen_wait += waited - before[1]
+        seen_cpu += on_cpu_ns - before[0]
+        seen_wait += waited_ns - before[1]
     if end.threads:
         unseen_cpu = max(0.0, cpu - seen_cpu / 1e9)
         waited = seen_wait / 1e9 + load * unseen_cpu
