@@ -1,4 +1,5 @@
-"""Real servers for the service tests: uvicorn in a thread on 127.0.0.1, on a free port (PostgreSQL: ../conftest.py)."""
+"""Real servers for the service tests: uvicorn in a thread on 127.0.0.1, on a free port (slow; PostgreSQL:
+../conftest.py), or the app called in-process (``app_factory``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from server_helpers import RunningServer, serve
+from server_helpers import AppInProcess, RunningServer, in_process, serve
 
 from loopback import starts_processes
 from shortlist.server import ServerSettings
@@ -22,5 +23,18 @@ def server_factory() -> Callable[..., contextlib.AbstractContextManager[RunningS
         prepare: Callable[[Any], None] | None = None, **fields: Any
     ) -> contextlib.AbstractContextManager[RunningServer]:
         return serve(ServerSettings(**fields), prepare=prepare)
+
+    return factory
+
+
+@pytest.fixture
+def app_factory() -> Callable[..., contextlib.AbstractContextManager[AppInProcess]]:
+    """``app_factory(**settings)``: ``server_factory``'s app called in-process (no socket, not slow), for
+    tests of a status code, a message or a body."""
+
+    def factory(
+        prepare: Callable[[Any], None] | None = None, **fields: Any
+    ) -> contextlib.AbstractContextManager[AppInProcess]:
+        return in_process(ServerSettings(**fields), prepare=prepare)
 
     return factory

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from server_helpers import serve
+from server_helpers import in_process
 
 from shortlist.server import ServerSettings, create_app
 from shortlist.server.settings import parse_keys_file
@@ -32,9 +32,8 @@ def test_keys_file_parsing_keeps_only_digests(tmp_path: Path) -> None:
     assert p2.allows({"user_id": "u1", "team": "red", "session": "s"}) and not p2.allows({"user_id": "u1"})
 
 
-@pytest.mark.slow  # a real server (uvicorn in a thread)
 def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) -> None:
-    with serve(keyed_settings) as srv:
+    with in_process(keyed_settings) as srv:
         with srv.client() as anon:
             r = anon.post("/v1/select", json={"query": "alpha", "candidates": TOOLS})
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
@@ -47,9 +46,8 @@ def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) ->
                 assert ok.post("/v1/select", json={"query": "alpha", "candidates": TOOLS}).status_code == 200
 
 
-@pytest.mark.slow  # a real server (uvicorn in a thread)
 def test_a_scope_limited_key_gets_403_and_nothing_is_read(keyed_settings: ServerSettings) -> None:
-    with serve(keyed_settings) as srv, srv.client("k-admin") as admin, srv.client("k-alice") as alice:
+    with in_process(keyed_settings) as srv, srv.client("k-admin") as admin, srv.client("k-alice") as alice:
         bob = {"user_id": "bob"}
         assert admin.post("/v1/memory/remember", json={"scope": bob, "content": "bob likes tea"}).status_code == 200
         for path, body in (
