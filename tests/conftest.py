@@ -58,6 +58,16 @@ def pgvector_dsn(pgvector: PostgresServer) -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(params=["in-process", pytest.param("process", marks=pytest.mark.slow)])
+def cli_mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs a test of ``inprocess.run_cli`` twice: the CLI called in-process (the fast loop), and started as
+    ``python -m shortlist.cli`` (slow), as the test did before it was in-process."""
+    from inprocess import as_process
+
+    with as_process(request.param == "process"):
+        yield str(request.param)
+
+
 def _starts_processes(item: pytest.Item) -> bool:
     """Whether the test uses, directly or through other fixtures, a fixture tagged ``@starts_processes``."""
     info = getattr(item, "_fixtureinfo", None)

@@ -1,5 +1,5 @@
-"""``shortlist offer`` called in this process (``inprocess.run_cli``): a conversation carried turn to turn through
---state files."""
+"""``shortlist offer`` called in-process, and as a real subprocess (slow; ``cli_mode``): a conversation carried
+turn to turn through --state files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from inprocess import run_cli
+
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
 
 def offer(*args: str) -> subprocess.CompletedProcess[str]:

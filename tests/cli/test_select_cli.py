@@ -1,31 +1,18 @@
-"""`shortlist select` as a user types it: in this process (``inprocess.run_cli``), the quick start also as a real
-subprocess."""
+"""`shortlist select` as a user types it: called in-process, and as a real subprocess (slow; ``cli_mode``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from inprocess import run_cli as run
 
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
-@pytest.mark.slow  # the quick start as a user types it: a real `python -m shortlist.cli` process
+
 def test_quick_start_on_the_bundled_catalog() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "shortlist.cli", "select", "what's the weather in Paris tomorrow"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0].startswith("get_weather_forecast")
-
-
-def test_quick_start_in_process() -> None:
     out = run("select", "what's the weather in Paris tomorrow")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("get_weather_forecast")

@@ -53,6 +53,7 @@ def test_go_shaped_payload_through_the_real_cli() -> None:
     assert tuple(response["selected"]) == expected.selected
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_bad_request_is_a_json_error_on_stderr_and_exit_1() -> None:
     proc = call_cli(stdin="INFO not a request")
     assert proc.returncode == 1
@@ -60,6 +61,7 @@ def test_bad_request_is_a_json_error_on_stderr_and_exit_1() -> None:
     assert "not exactly one JSON document" in json.loads(proc.stderr.strip().splitlines()[-1])["error"]
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_unknown_selector_name_is_a_one_line_error_exit_2() -> None:
     proc = call_cli("--selector", "nope", stdin="{}")
     assert proc.returncode == 2
@@ -67,6 +69,7 @@ def test_unknown_selector_name_is_a_one_line_error_exit_2() -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_config_declared_selector(tmp_path: Path) -> None:
     config = tmp_path / "runtime.yaml"
     config.write_text("spec:\n  selectors:\n    mine:\n      type: overlap\n      options: {top_k: 1}\n")

@@ -133,6 +133,7 @@ def test_feedback_raises_the_used_tool(tmp_path: Path) -> None:
     assert before[1] == 0 and after[1] > 0
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_add_import_stats(tmp_path: Path) -> None:
     db = str(tmp_path / "fb.db")
     out = cli("feedback", "add", "--db", db, "--query", "weather in Rome", "--used", "get_weather", "--json")
@@ -148,6 +149,7 @@ def test_cli_add_import_stats(tmp_path: Path) -> None:
         assert store.examples(["get_weather"]) == {"get_weather": ["weather in Rome", "will it rain in London"]}
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     db = str(tmp_path / "fb.db")
     out = cli("feedback", "add", "--db", db, "--query", "weather")

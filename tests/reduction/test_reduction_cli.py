@@ -1,5 +1,5 @@
-"""``shortlist reduce`` called in this process (``inprocess.run_cli``): output, exit code 3 with the overrun, bad
-input."""
+"""``shortlist reduce`` called in-process, and as a real subprocess (slow; ``cli_mode``): output, exit code 3 with
+the overrun, bad input."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 
 import inprocess
 from shortlist.reduction import check_openai_tool_pairs
+
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

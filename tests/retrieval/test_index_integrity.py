@@ -190,6 +190,7 @@ def test_an_index_without_checksums_loads_with_a_warning_and_a_build_adds_them(
     assert not [e for e in seen if isinstance(e, IndexUnverified)]
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_verify(tmp_path: Path, help_center: list[Document]) -> None:
     root = tmp_path / "idx"
     gen = _build(root, help_center)

@@ -27,14 +27,19 @@ def server_factory() -> Callable[..., contextlib.AbstractContextManager[RunningS
     return factory
 
 
-@pytest.fixture
-def app_factory() -> Callable[..., contextlib.AbstractContextManager[AppInProcess]]:
-    """``app_factory(**settings)``: ``server_factory``'s app called in-process (no socket, not slow), for
-    tests of a status code, a message or a body."""
+@pytest.fixture(params=["in-process", pytest.param("uvicorn", marks=pytest.mark.slow)])
+def app_factory(
+    request: pytest.FixtureRequest,
+) -> Callable[..., contextlib.AbstractContextManager[AppInProcess | RunningServer]]:
+    """``app_factory(**settings)``: for tests of a status code, a message or a body, which only talk to the app
+    through ``client()``: each runs twice, on the app called in-process (the fast loop) and on a real uvicorn
+    server like ``server_factory``'s (slow: the full run proves what it proved before)."""
 
     def factory(
         prepare: Callable[[Any], None] | None = None, **fields: Any
-    ) -> contextlib.AbstractContextManager[AppInProcess]:
+    ) -> contextlib.AbstractContextManager[AppInProcess | RunningServer]:
+        if request.param == "uvicorn":
+            return serve(ServerSettings(**fields), prepare=prepare)
         return in_process(ServerSettings(**fields), prepare=prepare)
 
     return factory
