@@ -1,12 +1,12 @@
 """The fast loop's guard (a pytest plugin, loaded by ``tests/conftest.py``): a test not marked ``slow`` that
 costs more than ``--max-unmarked-seconds`` (2 s) fails, naming itself and what it cost.
 
-The cost is what the test would take on an idle machine, not its wall time on a loaded one: the CPU time of
-this process (every thread) and of the child processes it reaped, plus the time it spent off the CPU for
-another reason than waiting for one (sleeps, timeouts, I/O). The time its threads waited in the run queue
-(``/proc/self/task/*/schedstat``, Linux) is taken out; the waits of threads that ended during the test and of
-child processes cannot be read, so they are estimated from the waits per CPU second of the threads that
-could. Where ``/proc`` has no schedstat, the off-CPU part is the wall time minus the CPU time.
+The cost is the wall time the test would take on an idle machine, not its wall time on a loaded one: its
+wall time less the time its threads waited in the run queue for a CPU (``/proc/self/task/*/schedstat``,
+Linux), and at least its CPU time (this process's threads and the child processes it reaped) spread over the
+machine's CPUs. The waits of threads that ended during the test and of child processes cannot be read: they
+are estimated from the waits per CPU second of the threads that could. Sleeps, timeouts and I/O count in
+full. Where ``/proc`` has no schedstat, nothing is taken out of the wall time.
 
 Fixtures of a wider scope than the function (a model loaded once for the session) are set up once for many
 tests: their setup is not charged to the test that happened to run first. Checked in every run (the full run
@@ -27,6 +27,7 @@ import pytest
 DEFAULT_LIMIT_S = 2.0
 _TASKS = "/proc/self/task"
 _STASH = pytest.StashKey["_Ledger"]()
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Cost:
         self.waited += sign * other.waited
 
 
-def cost(start: Snapshot, end: Snapshot, load: float) -> Cost:
+def cost(start: Snapshot, end: Snapshot, load: float, cpus: int = _CPUS) -> Cost:
     """The idle-machine cost of the interval ``start``..``end``; ``load`` is the run-queue wait per CPU
     second to assume for the CPU time of threads and children whose waits cannot be read."""
     wall = end.wall - start.wall
@@ -90,11 +91,10 @@ def cost(start: Snapshot, end: Snapshot, load: float) -> Cost:
     if end.threads:
         unseen_cpu = max(0.0, cpu - seen_cpu / 1e9)
         waited = seen_wait / 1e9 + load * unseen_cpu
-        off_cpu = max(0.0, wall - cpu - waited)
-    else:  # no schedstat: all that is not CPU counts
+    else:  # no schedstat: the wall time is all there is
         waited = 0.0
-        off_cpu = max(0.0, wall - cpu)
-    return Cost(cpu + off_cpu, wall, cpu, waited)
+    # Threads that waited at once overlap: the CPU time over the CPUs is the floor of the estimate.
+    return Cost(max(wall - waited, cpu / cpus, 0.0), wall, cpu, waited)
 
 
 @dataclass

@@ -98,5 +98,15 @@ def test_the_waits_of_threads_that_ended_are_estimated_from_the_load() -> None:
     assert cost(start, end, load=0.0).seconds == pytest.approx(3.1)
 
 
+def test_threads_running_at_once_cost_their_wall_time_not_their_cpu_sum() -> None:
+    """Two threads busy for 1.5 s cost 1.5 s, not their 2.6 s of CPU; overlapping waits that exceed the wall
+    time leave the CPU time spread over the CPUs."""
+    start = snap(0.0, 0.0, {"1": (0.0, 0.0), "2": (0.0, 0.0)})
+    end = snap(1.5, 2.6, {"1": (1.3, 0.0), "2": (1.3, 0.0)})
+    assert cost(start, end, load=0.0, cpus=2).seconds == pytest.approx(1.5)
+    loaded = snap(3.0, 4.0, {"1": (2.0, 2.5), "2": (2.0, 2.5)})
+    assert cost(start, loaded, load=0.0, cpus=2).seconds == pytest.approx(2.0)
+
+
 def test_without_schedstat_everything_off_cpu_counts() -> None:
     assert cost(snap(0.0, 0.0, {}), snap(3.0, 1.0, {}), load=5.0).seconds == pytest.approx(3.0)
