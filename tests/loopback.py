@@ -1,5 +1,6 @@
 """Loopback servers for the tests, written once: a free port, waiting until a server answers,
-an HTTP handler served from a thread, and a real PostgreSQL server.
+an HTTP handler served from a thread, a real PostgreSQL server, and ``starts_processes``, the tag of a
+fixture that starts any of them (its tests are ``slow``).
 
 Importable from every test module (``pythonpath = ["tests"]`` in pyproject's pytest section).
 """
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
 
 import httpx
 
@@ -27,12 +29,28 @@ __all__ = [
     "pg_bin",
     "running_postgres",
     "start_http_thread",
+    "starts_processes",
     "wait_http_ready",
     "wait_listening",
     "wait_until",
 ]
 
 LOOPBACK = "127.0.0.1"
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def starts_processes(fixture: _F) -> _F:
+    """Tag a fixture that starts a server, a process or a browser: every test that uses it, directly or through
+    another fixture, is marked ``slow`` at collection (``tests/conftest.py``), out of the fast loop. Put it
+    under ``@pytest.fixture``::
+
+        @pytest.fixture
+        @starts_processes
+        def chat_server() -> Iterator[ChatServer]: ...
+    """
+    fixture.starts_processes = True  # type: ignore[attr-defined]
+    return fixture
 
 
 def free_port(host: str = LOOPBACK) -> int:

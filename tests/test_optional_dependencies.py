@@ -9,6 +9,8 @@ import pytest
 
 from shortlist._install import pip_install
 
+pytestmark = pytest.mark.slow  # a fresh interpreter process
+
 # each case: the missing top-level module, the code to run, the extra the message must name
 CASES = [
     ("psycopg", "import shortlist.memory.postgres", "postgres"),

@@ -16,6 +16,7 @@ def test_all_is_sorted_and_exported() -> None:
         assert hasattr(shortlist, name), name
 
 
+@pytest.mark.slow  # a fresh interpreter process
 def test_import_does_not_pull_heavy_modules() -> None:
     code = (
         "import sys, shortlist, shortlist.selection, shortlist.adapters, shortlist.config;"
@@ -26,6 +27,7 @@ def test_import_does_not_pull_heavy_modules() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # a fresh interpreter process
 def test_import_is_lazy() -> None:
     """``import shortlist`` imports nothing else of the package; a name imports its module on first use."""
     code = (

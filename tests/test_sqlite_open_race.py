@@ -56,6 +56,7 @@ PROCESSES = 8
 ROUNDS = 3
 
 
+@pytest.mark.slow  # processes racing
 @pytest.mark.parametrize("store", sorted(OPEN))
 def test_processes_opening_a_new_file_together_all_succeed(tmp_path: Path, store: str) -> None:
     script = RUN.format(body=OPEN[store])

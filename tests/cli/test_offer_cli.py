@@ -1,20 +1,21 @@
-"""``shortlist offer`` as a real subprocess: a conversation carried turn to turn through --state files."""
+"""``shortlist offer`` called in-process, and as a real subprocess (slow; ``cli_mode``): a conversation carried
+turn to turn through --state files."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+
+from inprocess import run_cli
+
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
 
 def offer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shortlist.cli", "offer", "--selector", "bm25", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli("offer", "--selector", "bm25", *args)
 
 
 def test_turns_carry_their_state_and_the_block_never_changes(tmp_path: Path) -> None:

@@ -1,17 +1,15 @@
-"""`shortlist select` as a user types it: a real subprocess."""
+"""`shortlist select` as a user types it: called in-process, and as a real subprocess (slow; ``cli_mode``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from inprocess import run_cli as run
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
 
 def test_quick_start_on_the_bundled_catalog() -> None:

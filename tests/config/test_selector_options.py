@@ -274,6 +274,7 @@ def test_schema_describes_the_options_of_each_type() -> None:
     assert list(validator.iter_errors(bad))
 
 
+@pytest.mark.slow  # a real `shortlist serve` process: were it to start, the timeout ends it
 def test_serve_refuses_to_start_with_a_typo_in_options(tmp_path: Path) -> None:
     p = write(tmp_path, {"selectors": {"fast": {"type": "hybrid", "options": {"top_kk": 8}}}, "tool_selector": "fast"})
     out = subprocess.run(

@@ -74,6 +74,7 @@ def test_compose_matches_the_compose_specification() -> None:
     assert _compose_errors(load_compose()) == []
 
 
+@pytest.mark.slow  # runs the validator as a process
 def test_check_jsonschema_accepts_the_compose_file() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)],
@@ -349,6 +350,7 @@ def test_the_kustomization_generates_every_configmap_key_the_pods_mount() -> Non
                 assert {i["key"] for i in cm.get("items", [])} <= generated[cm["name"]]
 
 
+@pytest.mark.slow  # runs the validator as a process
 def test_kustomize_renders_valid_manifests() -> None:
     import kubernetes_validate
 
@@ -432,6 +434,7 @@ def test_nginx_conf_parses_and_points_at_the_replicas(tmp_path: Path) -> None:
     assert serve.max_connections_per_client == 0
 
 
+@pytest.mark.slow  # runs the validator as a process
 def test_nginx_accepts_the_conf(tmp_path: Path) -> None:
     nginx = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
     if nginx is None:

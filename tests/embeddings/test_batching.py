@@ -226,6 +226,7 @@ def test_batching_is_off_with_batch_size_one(alone: DefaultEmbedder) -> None:
     assert DefaultEmbedder().query_concurrency >= 1
 
 
+@pytest.mark.slow  # many concurrent model runs: 1.5-2.3 s of CPU, over the fast loop's 2 s on a loaded machine
 def test_concurrent_queries_get_bit_identical_vectors(alone: DefaultEmbedder, batched: DefaultEmbedder) -> None:
     # The weights are dequantised to float32 at load (no activation quantisation) and the
     # float kernels compute each row alone; padding adds exact zeros. So a vector does not

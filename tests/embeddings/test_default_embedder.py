@@ -86,6 +86,7 @@ def test_query_cache_returns_the_same_vector(emb: DefaultEmbedder) -> None:
     np.testing.assert_array_equal(first, second)
 
 
+@pytest.mark.slow  # a fresh interpreter process
 def test_import_shortlist_does_not_load_onnxruntime() -> None:
     code = (
         "import sys, shortlist, shortlist.embeddings, shortlist.rankers.embedding, shortlist.embeddings.default;"

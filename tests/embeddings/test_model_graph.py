@@ -60,6 +60,7 @@ def _record(graph: Path) -> Path:
     return graph.parent / (graph.name + ".sha256")
 
 
+@pytest.mark.slow  # each case makes the optimised ONNX graph again: 1.3-2.6 s of CPU, over the fast loop's 2 s loaded
 @pytest.mark.parametrize("swap", ["graph", "graph_and_record", "no_record", "garbage"])
 def test_a_swapped_graph_is_rejected_and_made_again(graphs: tuple[Path, Path, np.ndarray], swap: str) -> None:
     default, tools, plain = graphs

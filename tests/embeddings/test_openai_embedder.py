@@ -67,6 +67,7 @@ def serve(replies: list[Reply]) -> Iterator[tuple[str, Server]]:
         yield f"{server.url}/v1", state
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_batches_orders_by_index_and_normalises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_EMB_KEY", "sk-test")
     with serve([vectors_for]) as (url, state):
@@ -80,6 +81,7 @@ def test_batches_orders_by_index_and_normalises(monkeypatch: pytest.MonkeyPatch)
     np.testing.assert_allclose(out, raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-6)
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_retries_a_500_then_succeeds() -> None:
     events: list[Event] = []
     with serve([(500, {"error": "boom"}), vectors_for]) as (url, state), event_hooks(events.append):
@@ -90,6 +92,7 @@ def test_retries_a_500_then_succeeds() -> None:
     assert [type(e) for e in events] == [EmbeddingRetry]
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_retries_429s_until_success() -> None:
     with serve([(429, {"error": "slow down"}), (429, {}), vectors_for]) as (url, state):
         emb = OpenAIEmbedder(model="m", base_url=url, backoff_s=0.01)
@@ -97,6 +100,7 @@ def test_retries_429s_until_success() -> None:
     assert len(state.requests) == 3
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_gives_up_after_max_retries() -> None:
     with serve([(503, {"error": "down"})]) as (url, state):
         emb = OpenAIEmbedder(model="m", base_url=url, max_retries=2, backoff_s=0.01)
@@ -105,12 +109,14 @@ def test_gives_up_after_max_retries() -> None:
     assert len(state.requests) == 3
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_client_errors_are_not_retried() -> None:
     with serve([(401, {"error": "bad key"})]) as (url, state), pytest.raises(EmbeddingError, match="HTTP 401"):
         OpenAIEmbedder(model="m", base_url=url, backoff_s=0.01).embed(["x"])
     assert len(state.requests) == 1
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_timeout_is_an_embedding_error() -> None:
     with serve([(0, 1.0)]) as (url, _):
         emb = OpenAIEmbedder(model="m", base_url=url, timeout_s=0.2, max_retries=0)
@@ -118,6 +124,7 @@ def test_timeout_is_an_embedding_error() -> None:
             emb.embed(["x"])
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_connection_refused_is_an_embedding_error() -> None:
     with serve([vectors_for]) as (url, _):
         pass  # the server is gone: the port refuses connections
@@ -126,6 +133,7 @@ def test_connection_refused_is_an_embedding_error() -> None:
         emb.embed(["x"])
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_wrong_count_and_garbage_are_errors() -> None:
     with serve([(200, {"data": [{"index": 0, "embedding": [1, 2]}]}), (200, {"nope": 1})]) as (url, _):
         emb = OpenAIEmbedder(model="m", base_url=url)
@@ -135,6 +143,7 @@ def test_wrong_count_and_garbage_are_errors() -> None:
             emb.embed(["x"])
 
 
+@pytest.mark.slow  # a loopback HTTP server
 async def test_async_twin_batches_and_retries() -> None:
     with serve([(502, {}), vectors_for]) as (url, state):
         emb = OpenAIEmbedder(model="m", base_url=url, batch_size=3, backoff_s=0.01)
@@ -144,6 +153,7 @@ async def test_async_twin_batches_and_retries() -> None:
     assert [len(b["input"]) for b, _ in state.requests] == [3, 3, 1]
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_factory_builds_each_type(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(build_embedder(EmbeddingProviderConfig(type="default")), DefaultEmbedder)
     with serve([vectors_for]) as (url, state):

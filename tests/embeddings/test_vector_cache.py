@@ -102,6 +102,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # processes racing
 def test_concurrent_processes_write_one_store(tmp_path: Path) -> None:
     db = tmp_path / "shared" / "vectors.sqlite3"
     procs = [

@@ -16,6 +16,8 @@ from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned
 from shortlist.selection.narrowing import anarrow
 from shortlist.types import Candidate, Query, Selection
 
+pytestmark = pytest.mark.slow  # exec selector processes
+
 CANDS = [Candidate("alpha"), Candidate("beta"), Candidate("gamma")]
 QUERY = Query("second", k=3)
 

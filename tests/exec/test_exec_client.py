@@ -23,6 +23,8 @@ from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned
 from shortlist.selection.narrowing import anarrow, narrow
 from shortlist.types import Candidate, Query
 
+pytestmark = pytest.mark.slow  # exec selector processes
+
 CANDS = [
     Candidate("alpha", description="first tool", metadata={"tags": "x"}),
     Candidate("beta", description="second tool"),

@@ -47,6 +47,7 @@ def deep(depth: int) -> str:
 # --- 1. worker desync: every answer must carry its request's id ---------------------------
 
 
+@pytest.mark.slow  # exec selector processes
 def test_stray_id_less_line_is_a_protocol_error_not_the_next_answer(events: list[Event]) -> None:
     with hostile("worker_stray", "stray", worker=True) as sel:
         assert sel.select(Query("fine", k=1), CANDS).selected == ("a",)
@@ -61,6 +62,7 @@ def test_stray_id_less_line_is_a_protocol_error_not_the_next_answer(events: list
     assert restarted.reason == "protocol_error"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # exec selector processes
 def test_stray_line_turn_falls_back_like_any_selector_error(events: list[Event]) -> None:
     with hostile("worker_stray", "stray", worker=True) as sel:
         result = narrow(sel, Query("stray line first", k=1), CANDS)
@@ -70,6 +72,7 @@ def test_stray_line_turn_falls_back_like_any_selector_error(events: list[Event])
     assert "SelectorProtocolError" in fallback.error and "id" in fallback.error
 
 
+@pytest.mark.slow  # exec selector processes
 def test_a_worker_that_never_echoes_the_id_is_refused(events: list[Event]) -> None:
     with hostile("worker_id", "none", worker=True) as sel:
         for _ in range(2):
@@ -81,18 +84,21 @@ def test_a_worker_that_never_echoes_the_id_is_refused(events: list[Event]) -> No
 # --- 3. id rules: integers the client chose; a bool is not an id; a decimal string echo is ---
 
 
+@pytest.mark.slow  # exec selector processes
 def test_true_is_not_the_id_1(events: list[Event]) -> None:
     with hostile("worker_id", "true", worker=True) as sel, pytest.raises(SelectorProtocolError, match="id"):
         sel.select(Query("x", k=1), CANDS)  # the first request's id is 1
     assert [e.reason for e in named(events, "exec.killed")] == ["protocol_error"]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # exec selector processes
 @pytest.mark.parametrize("kind", ["padded", "float"])
 def test_other_look_alike_ids_are_protocol_errors(kind: str) -> None:
     with hostile("worker_id", kind, worker=True) as sel, pytest.raises(SelectorProtocolError, match="id"):
         sel.select(Query("x", k=1), CANDS)
 
 
+@pytest.mark.slow  # exec selector processes
 def test_a_decimal_string_echo_of_the_id_is_accepted_without_restarts(events: list[Event]) -> None:
     with hostile("worker_id", "str", worker=True) as sel:
         for k in (1, 2, 3, 1):
@@ -121,6 +127,7 @@ def _request(rid: int, text: str, metadata: str = "{}", *, id_last: bool = False
     return f'{{{body}, "id": {rid}}}' if id_last else f'{{"id": {rid}, {body}}}'
 
 
+@pytest.mark.slow  # exec selector processes
 def test_exec_selector_worker_answers_a_deep_line_in_band_and_goes_on() -> None:
     lines = [
         _request(1, "a tool"),
@@ -186,6 +193,7 @@ def _escapee(pidfile: Path) -> int:
     return pid
 
 
+@pytest.mark.slow  # exec selector processes
 def test_timeout_kills_a_setsid_grandchild_spawn_per_call(tmp_path: Path, events: list[Event]) -> None:
     pidfile = tmp_path / "grandchild.pid"
     with reaped(pidfile):
@@ -198,6 +206,7 @@ def test_timeout_kills_a_setsid_grandchild_spawn_per_call(tmp_path: Path, events
     assert int(pidfile.read_text()) in killed.pids  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # exec selector processes
 def test_timeout_kills_a_setsid_grandchild_async(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     with reaped(pidfile):
@@ -207,6 +216,7 @@ def test_timeout_kills_a_setsid_grandchild_async(tmp_path: Path) -> None:
         assert process_gone(int(pidfile.read_text()))
 
 
+@pytest.mark.slow  # exec selector processes
 def test_worker_timeout_and_close_kill_setsid_grandchildren(tmp_path: Path, events: list[Event]) -> None:
     first, second = tmp_path / "first.pid", tmp_path / "second.pid"
     with reaped(first), reaped(second):
@@ -227,6 +237,7 @@ def test_worker_timeout_and_close_kill_setsid_grandchildren(tmp_path: Path, even
 # --- 5. the reason is capped --------------------------------------------------------------
 
 
+@pytest.mark.slow  # exec selector processes
 def test_a_huge_exec_reason_is_truncated_with_an_event(events: list[Event]) -> None:
     from shortlist.types import MAX_REASON_CHARS, REASON_TRUNCATED_MARKER
 
@@ -240,6 +251,7 @@ def test_a_huge_exec_reason_is_truncated_with_an_event(events: list[Event]) -> N
     assert not named(events, "selection.reason_truncated")  # capped once, at the protocol boundary
 
 
+@pytest.mark.slow  # exec selector processes
 def test_a_short_reason_is_untouched(events: list[Event]) -> None:
     assert hostile("reason", "40").select(Query("x"), CANDS).reason == "r" * 40
     assert not named(events, "exec.reason_truncated")

@@ -10,13 +10,15 @@ from typing import Any, ClassVar
 import pytest
 from exec_helpers import PYTHON, RERANK
 
-from loopback import http_thread
+from loopback import http_thread, starts_processes
 from shortlist.config import SelectorConfig, parse_runtime_config
 from shortlist.events import Event, SelectionFallback
 from shortlist.exec import ExecSelector
 from shortlist.selection.narrowing import narrow
 from shortlist.selection.registry import SelectorRegistry
 from shortlist.types import Candidate, Query
+
+pytestmark = pytest.mark.slow  # the rerank exec selector as a process
 
 CANDS = [
     Candidate("get_weather", description="weather forecast for a city"),
@@ -92,6 +94,7 @@ class _Rerank(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
+@starts_processes
 def rerank_server() -> Iterator[str]:
     _Rerank.seen = []
     _Rerank.status = 200

@@ -180,6 +180,7 @@ def _fake_docker(tmp_path: Path) -> str:
     return str(wrapper)
 
 
+@pytest.mark.slow  # an exec selector process
 def test_env_reaches_the_process_inside_a_docker_like_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHORTLIST_TEST_SECRET", "do-not-leak")
     monkeypatch.setenv("RERANK_API_KEY", "granted-key")

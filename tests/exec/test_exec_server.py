@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import PYTHON
 
+import inprocess
 from shortlist.events import Event
 from shortlist.exec import ExecSelector, ExecSpawned
 from shortlist.exec.server import answer, serve_worker
@@ -36,6 +37,12 @@ def run_cli(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False)
 
 
+def call_cli(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    """The same command called in this process (a message or an exit code needs no process of its own)."""
+    return inprocess.run_cli("exec-selector", *args, stdin=stdin)
+
+
+@pytest.mark.slow  # `shortlist exec-selector` processes
 def test_go_shaped_payload_through_the_real_cli() -> None:
     proc = run_cli(stdin=json.dumps(GO_PAYLOAD))
     assert proc.returncode == 0, proc.stderr
@@ -46,28 +53,32 @@ def test_go_shaped_payload_through_the_real_cli() -> None:
     assert tuple(response["selected"]) == expected.selected
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_bad_request_is_a_json_error_on_stderr_and_exit_1() -> None:
-    proc = run_cli(stdin="INFO not a request")
+    proc = call_cli(stdin="INFO not a request")
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "not exactly one JSON document" in json.loads(proc.stderr.strip().splitlines()[-1])["error"]
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_unknown_selector_name_is_a_one_line_error_exit_2() -> None:
-    proc = run_cli("--selector", "nope", stdin="{}")
+    proc = call_cli("--selector", "nope", stdin="{}")
     assert proc.returncode == 2
     assert proc.stderr.startswith("shortlist: error:") and "nope" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_config_declared_selector(tmp_path: Path) -> None:
     config = tmp_path / "runtime.yaml"
     config.write_text("spec:\n  selectors:\n    mine:\n      type: overlap\n      options: {top_k: 1}\n")
-    proc = run_cli("--config", str(config), "--selector", "mine", stdin=json.dumps(GO_PAYLOAD))
+    proc = call_cli("--config", str(config), "--selector", "mine", stdin=json.dumps(GO_PAYLOAD))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["selected"] == ["refund_order"]
 
 
+@pytest.mark.slow  # `shortlist exec-selector` processes
 def test_worker_mode_answers_lines_and_errors_in_band() -> None:
     lines = [
         json.dumps(
@@ -89,6 +100,7 @@ def test_worker_mode_answers_lines_and_errors_in_band() -> None:
     assert out[2]["id"] == "x" and out[2]["selected"][0] == "refund_order"
 
 
+@pytest.mark.slow  # `shortlist exec-selector` processes
 def test_our_exec_client_round_trips_through_exec_selector_worker(events: list[Event]) -> None:
     """Same answers as in-process; after the first call the unchanged list travels as candidates_ref."""
     with ExecSelector(
@@ -105,6 +117,7 @@ def test_our_exec_client_round_trips_through_exec_selector_worker(events: list[E
     assert sum(isinstance(e, ExecSpawned) for e in events) == 1
 
 
+@pytest.mark.slow  # `shortlist exec-selector` processes
 def test_our_exec_client_spawn_per_call_through_exec_selector() -> None:
     sel = ExecSelector("shortlist", PYTHON, ["-m", "shortlist.cli", "exec-selector"], timeout_ms=30000)
     assert sel.select(Query("refund my order"), CANDS).selected[0] == "refund_order"

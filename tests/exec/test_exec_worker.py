@@ -17,6 +17,8 @@ from shortlist.exec.events import ExecNotAWorker
 from shortlist.selection.narrowing import narrow
 from shortlist.types import Candidate, Query
 
+pytestmark = pytest.mark.slow  # exec worker processes
+
 CANDS = [Candidate("a"), Candidate("b"), Candidate("c")]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from promptkit_payload import SKILLS, TOOLS_200, skill_request, tool_request
 
-from loopback import free_port, wait_http_ready, wait_until
+from loopback import free_port, starts_processes, wait_http_ready, wait_until
 from shortlist.cli.exec_selector import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
 from shortlist.config import parse_runtime_config
 from shortlist.errors import ConfigError
@@ -170,6 +170,7 @@ def test_thin_default_name_is_the_registry_default() -> None:
 
 
 @pytest.fixture
+@starts_processes
 def daemon() -> Iterator[ExecDaemon]:
     registry = SelectorRegistry(None)
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from inprocess import run_cli
 from shortlist.errors import CatalogError
 from shortlist.feedback import FeedbackStore, apply_examples
 from shortlist.rankers.bm25 import Bm25Ranker
@@ -19,7 +20,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=60)
+    return run_cli(*args)
 
 
 def test_record_and_examples(tmp_path: Path) -> None:
@@ -68,6 +69,7 @@ def test_not_a_database_is_a_catalog_error(tmp_path: Path) -> None:
         FeedbackStore(bogus)
 
 
+@pytest.mark.slow  # a second process writes the file
 def test_persists_across_processes_and_sees_other_writers(tmp_path: Path) -> None:
     path = tmp_path / "fb.db"
     reader = FeedbackStore(path)
@@ -131,6 +133,7 @@ def test_feedback_raises_the_used_tool(tmp_path: Path) -> None:
     assert before[1] == 0 and after[1] > 0
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_add_import_stats(tmp_path: Path) -> None:
     db = str(tmp_path / "fb.db")
     out = cli("feedback", "add", "--db", db, "--query", "weather in Rome", "--used", "get_weather", "--json")
@@ -146,6 +149,7 @@ def test_cli_add_import_stats(tmp_path: Path) -> None:
         assert store.examples(["get_weather"]) == {"get_weather": ["weather in Rome", "will it rain in London"]}
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     db = str(tmp_path / "fb.db")
     out = cli("feedback", "add", "--db", db, "--query", "weather")

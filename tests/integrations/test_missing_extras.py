@@ -9,6 +9,8 @@ import pytest
 
 from shortlist._install import pip_install
 
+pytestmark = pytest.mark.slow  # a fresh interpreter process
+
 CASES = [
     ("langchain_core", "shortlist.integrations.langchain", "langchain"),
     ("pydantic_ai", "shortlist.integrations.pydantic_ai", "pydantic-ai"),

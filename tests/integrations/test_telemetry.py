@@ -136,6 +136,7 @@ def test_an_external_selector_call_is_a_client_span_inside_the_select_span(spans
     assert failed.attributes["error.type"] == "SelectorProtocolError"
 
 
+@pytest.mark.slow  # a fresh interpreter process
 def test_without_opentelemetry_everything_works_and_nothing_is_traced() -> None:
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"

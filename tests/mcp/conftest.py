@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from loopback import starts_processes
+
 BIN = Path(sys.executable).parent
 
 
@@ -25,6 +27,7 @@ def server_bin(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
+@starts_processes
 def git_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("repo")
     env = {
@@ -53,6 +56,7 @@ def server_args(git_repo: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def source(server_args: dict[str, str]) -> Iterator[object]:
     from shortlist.mcp import MCPToolSource, parse_server_arg
 

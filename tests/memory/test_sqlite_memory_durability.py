@@ -10,6 +10,8 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from shortlist.memory import Memory, SqliteMemoryStore
 
 
@@ -19,6 +21,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # processes
 def test_a_new_process_reads_what_was_saved(tmp_path: Path) -> None:
     db = tmp_path / "mem.db"
     with SqliteMemoryStore(db) as store:
@@ -72,6 +75,7 @@ def test_concurrent_threads_lose_and_leak_nothing(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.slow  # processes
 def test_concurrent_processes_share_one_file(tmp_path: Path) -> None:
     db = tmp_path / "mem.db"
     SqliteMemoryStore(db).close()
@@ -91,6 +95,7 @@ def test_concurrent_processes_share_one_file(tmp_path: Path) -> None:
             assert len(store.list({"user_id": f"p{n}"}, limit=100)) == 50
 
 
+@pytest.mark.slow  # processes
 def test_a_writer_killed_mid_write_loses_at_most_the_in_flight_write(tmp_path: Path) -> None:
     db = tmp_path / "mem.db"
     code = textwrap.dedent(

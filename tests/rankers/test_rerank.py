@@ -69,6 +69,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.slow  # a loopback HTTP server
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_each_response_shape(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RERANK_API_KEY", "rk-1")
@@ -84,6 +85,7 @@ def test_each_response_shape(shape: str, monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(sel.selected) == 3 and sel.selected[2] == by_doc[docs[1]]  # the rest keep first-stage order
 
 
+@pytest.mark.slow  # a loopback HTTP server
 @pytest.mark.parametrize(("status", "payload"), [(500, {"error": "down"}), (200, "not json"), (200, {"weird": []})])
 def test_a_failing_endpoint_falls_back_to_the_first_stage(status: int, payload: Any) -> None:
     events: list[Event] = []
@@ -94,6 +96,7 @@ def test_a_failing_endpoint_falls_back_to_the_first_stage(status: int, payload: 
     assert [e.reason for e in events if isinstance(e, RerankFallback)] == ["error"]
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_an_unreachable_endpoint_falls_back() -> None:
     with serve(200, {}) as (url, _):
         pass
@@ -116,6 +119,7 @@ def test_no_endpoint_uses_the_local_first_stage(monkeypatch: pytest.MonkeyPatch)
     assert [e.reason for e in events if isinstance(e, RerankFallback)] == ["not_configured"]
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_protocols_shape_the_request() -> None:
     with serve(200, SHAPES["tei"]) as (url, seen):
         RerankRanker(url=url, protocol="tei", first_stage="bm25", model="ignored").select(QUERY, CATALOG)
@@ -124,6 +128,7 @@ def test_protocols_shape_the_request() -> None:
     assert seen[1][0]["top_n"] == 3 and seen[1][0]["model"] == "rerank-v3.5"
 
 
+@pytest.mark.slow  # a loopback HTTP server
 def test_only_the_top_candidates_n_are_sent() -> None:
     with serve(200, SHAPES["tei"]) as (url, seen):
         RerankRanker(url=url, first_stage="bm25", candidates_n=2).select(QUERY, CATALOG)

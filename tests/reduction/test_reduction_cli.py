@@ -1,27 +1,23 @@
-"""``shortlist reduce`` as a real subprocess: output, exit code 3 with the overrun, bad input."""
+"""``shortlist reduce`` called in-process, and as a real subprocess (slow; ``cli_mode``): output, exit code 3 with
+the overrun, bad input."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import inprocess
 from shortlist.reduction import check_openai_tool_pairs
+
+pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shortlist.cli", "reduce", *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=120,
-        check=False,
-    )
+    return inprocess.run_cli("reduce", *args, stdin=stdin)
 
 
 def conversation() -> list[dict[str, Any]]:

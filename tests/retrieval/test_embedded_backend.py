@@ -114,6 +114,7 @@ def test_a_half_written_generation_is_never_loaded(tmp_path: Path) -> None:
     assert EmbeddedBackend(root, embedder=HashingEmbedder()).count() == 11
 
 
+@pytest.mark.slow  # a build process killed midway
 def test_a_build_killed_midway_leaves_the_previous_index(tmp_path: Path) -> None:
     root = tmp_path / "idx"
     EmbeddedBackend(root, embedder=HashingEmbedder()).upsert(_docs(30))

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from inprocess import run_cli
 from shortlist.errors import CatalogError
 from shortlist.events import Event, event_hooks
 from shortlist.retrieval import CorpusRetriever, Document, EmbeddedBackend
@@ -38,7 +39,7 @@ def _open(root: Path) -> EmbeddedBackend:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shortlist.cli", *args], capture_output=True, text=True, timeout=120)
+    return run_cli(*args)
 
 
 def test_every_file_is_checksummed_at_build(tmp_path: Path, help_center: list[Document]) -> None:
@@ -189,6 +190,7 @@ def test_an_index_without_checksums_loads_with_a_warning_and_a_build_adds_them(
     assert not [e for e in seen if isinstance(e, IndexUnverified)]
 
 
+@pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 def test_cli_verify(tmp_path: Path, help_center: list[Document]) -> None:
     root = tmp_path / "idx"
     gen = _build(root, help_center)
@@ -216,13 +218,19 @@ def test_cli_verify(tmp_path: Path, help_center: list[Document]) -> None:
     assert query.returncode == 2 and "vectors.npy" in query.stderr
 
 
+@pytest.mark.slow  # a real `shortlist serve` process: were it to start, the timeout ends it
 def test_serve_refuses_to_start_on_a_damaged_corpus_index(tmp_path: Path, help_center: list[Document]) -> None:
     root = tmp_path / "idx"
     gen = _build(root, help_center)
     vectors = gen / "vectors.npy"
     vectors.write_bytes(os.urandom(vectors.stat().st_size))
     try:
-        proc = _cli("serve", "--corpus-index", str(root), "--port", "0")
+        proc = subprocess.run(
+            [sys.executable, "-m", "shortlist.cli", "serve", "--corpus-index", str(root), "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:  # pragma: no cover - the bug: it started and served the damaged index
         pytest.fail("serve started on a damaged index")
     assert proc.returncode == 2

@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a fresh interpreter process
+
 
 def test_import_does_not_pull_heavy_modules() -> None:
     code = (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopback import start_http_thread
+from loopback import start_http_thread, starts_processes
 
 Script = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -49,6 +49,7 @@ class ChatServer:
 
 
 @pytest.fixture
+@starts_processes
 def chat_server() -> Iterator[Callable[[Script], ChatServer]]:
     servers: list[ChatServer] = []
 
@@ -116,6 +117,7 @@ class AnthropicServer:
 
 
 @pytest.fixture
+@starts_processes
 def anthropic_server() -> Iterator[Callable[[AnthropicScript], AnthropicServer]]:
     servers: list[AnthropicServer] = []
 

@@ -23,6 +23,7 @@ from model_servers import (
     servers,
 )
 
+from loopback import starts_processes
 from shortlist.errors import ConfigError, ModelError, ModelRequestBlocked
 from shortlist.runtime import Conversation, Pack, Tool
 from shortlist.runtime.model import (
@@ -40,6 +41,7 @@ ANTHROPIC_REQUEST: dict[str, Any] = {"model": "m", "max_tokens": 16, "messages":
 
 
 @pytest.fixture
+@starts_processes
 def serve() -> Iterator[Callable[[Script], ModelServer]]:
     yield from servers()
 

@@ -35,6 +35,7 @@ from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from sdk_shapes import check
 
+from loopback import starts_processes
 from shortlist.errors import ModelError
 from shortlist.runtime import Conversation, Pack, Tool
 from shortlist.runtime.formats import FIND_TOOLS, ToolDef, build_request, parse_response, search_result_content
@@ -95,6 +96,7 @@ def chat_request() -> dict[str, Any]:
 
 
 @pytest.fixture
+@starts_processes
 def serve() -> Iterator[Callable[[Script], ModelServer]]:
     yield from servers()
 

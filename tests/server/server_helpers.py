@@ -62,3 +62,36 @@ def serve(
         server.should_exit = True
         thread.join(timeout=20)
         sock.close()
+
+
+@dataclass
+class AppInProcess:
+    """The app of ``settings`` called in this process (its lifespan run once): ``client()`` as a running
+    server's, for tests of a status, a message or a body, which need no socket."""
+
+    url: str
+    app: Any
+    _test_client: Any
+
+    def client(self, key: str | None = None, **kwargs: Any) -> Any:
+        """An HTTP client of the app (Starlette's test client is built on ``httpx2``: so is this one)."""
+        import httpx2
+
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # the test client's transport calls the app through the portal its entered context keeps open
+        transport = self._test_client._transport
+        return httpx2.Client(base_url=self.url, headers=headers, timeout=30.0, transport=transport, **kwargs)
+
+
+@contextlib.contextmanager
+def in_process(settings: ServerSettings, prepare: Callable[[Any], None] | None = None) -> Iterator[AppInProcess]:
+    """The app of ``settings`` in this process until the block exits, its requests from a loopback address
+    (as a test's requests to a server on 127.0.0.1 are); a server error answers 500, as uvicorn's would."""
+    from fastapi.testclient import TestClient
+
+    app = create_app(settings)
+    if prepare is not None:
+        prepare(app)
+    url = "http://127.0.0.1"
+    with TestClient(app, base_url=url, raise_server_exceptions=False, client=("127.0.0.1", 50000)) as test_client:
+        yield AppInProcess(url, app, test_client)

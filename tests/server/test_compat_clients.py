@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from serve_process import ServeProcess, serve_process
 
+from loopback import starts_processes
 from shortlist.embeddings.default import default_embedder
 from shortlist.tokens import TiktokenCounter
 
@@ -41,6 +42,7 @@ _CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     env = {**os.environ, "SHORTLIST_API_KEYS": KEY}
     with serve_process(tmp_path_factory.mktemp("compat"), env=env) as srv:
@@ -217,6 +219,7 @@ def test_tei_client(server: ServeProcess, want: Any) -> None:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def litellm_report(server: ServeProcess) -> dict[str, Any]:
     if importlib.util.find_spec("litellm") is None:
         pytest.skip("litellm is not installed (it is in the dev extra)")

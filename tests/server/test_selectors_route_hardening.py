@@ -20,9 +20,9 @@ def _body(metadata: str) -> bytes:
     return f'{{"id": 3, "query": {{"text": "weather"}}, "candidates": {cands}}}'.encode()
 
 
-def test_deep_json_on_the_wire_route_is_a_typed_4xx(server_factory: Any) -> None:
+def test_deep_json_on_the_wire_route_is_a_typed_4xx(app_factory: Any) -> None:
     headers = {"Content-Type": "application/json"}
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         for depth in (100_000, 2_000, 500):
             r = c.post("/v1/selectors/lexical:select", content=_body(_deep(depth)), headers=headers)
             assert r.status_code == 422, (depth, r.status_code, r.text[:300])
@@ -37,7 +37,7 @@ def test_deep_json_on_the_wire_route_is_a_typed_4xx(server_factory: Any) -> None
         assert ok.json()["id"] == 3 and ok.json()["selected"][0] == "get_weather"
 
 
-def test_a_bool_request_id_is_refused(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_a_bool_request_id_is_refused(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/selectors/lexical:select", json={"id": True, "query": {"text": "x"}, "candidates": TOOLS})
         assert r.status_code == 422 and "id" in r.json()["error"]["message"]

@@ -22,8 +22,8 @@ TOOLS = [
 ]
 
 
-def test_select_inline_candidates(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_select_inline_candidates(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/select", json={"query": "what is the weather in Paris", "candidates": TOOLS, "k": 1})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -32,15 +32,15 @@ def test_select_inline_candidates(server_factory: Any) -> None:
         assert body["pinned"] == ["memory__recall"] and body["fallback"] is None
 
 
-def test_select_empty_query_falls_back_with_reason(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_select_empty_query_falls_back_with_reason(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         body = c.post("/v1/select", json={"query": "", "candidates": TOOLS}).json()
         assert body["fallback"] == "empty_query"
         assert body["selected"] == [t["id"] for t in TOOLS]
 
 
-def test_select_with_catalog_loaded_at_start_up(server_factory: Any) -> None:
-    with server_factory(catalogs={"example": str(EXAMPLE)}) as srv, srv.client() as c:
+def test_select_with_catalog_loaded_at_start_up(app_factory: Any) -> None:
+    with app_factory(catalogs={"example": str(EXAMPLE)}) as srv, srv.client() as c:
         ready = c.get("/readyz")
         assert ready.status_code == 200 and ready.json()["catalogs"] == {"example": len(load_catalog(EXAMPLE))}
         body = c.post("/v1/select", json={"query": "send an email to bob", "catalog": "example", "k": 3}).json()
@@ -51,15 +51,15 @@ def test_select_with_catalog_loaded_at_start_up(server_factory: Any) -> None:
         assert both.status_code == 422
 
 
-def test_select_refuses_exec_selector_names_from_clients(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_select_refuses_exec_selector_names_from_clients(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/select", json={"query": "x", "candidates": TOOLS, "selector": "exec:touch /tmp/pwned"})
         assert r.status_code == 404
         r = c.post("/v1/selectors/exec:true:select", json={"query": {"text": "x"}, "candidates": TOOLS})
         assert r.status_code == 404
 
 
-def test_exec_protocol_over_http_accepts_go_capitalised_keys(server_factory: Any) -> None:
+def test_exec_protocol_over_http_accepts_go_capitalised_keys(app_factory: Any) -> None:
     go_request = {
         "Query": {"Text": "weather forecast", "Kind": "tool", "PackID": "p", "AgentID": "a", "K": 1},
         "Candidates": [
@@ -67,7 +67,7 @@ def test_exec_protocol_over_http_accepts_go_capitalised_keys(server_factory: Any
             {"ID": "send_email", "Name": "send_email", "Description": "Send an email", "Metadata": None},
         ],
     }
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/selectors/lexical:select", json=go_request)
         assert r.status_code == 200, r.text
         assert r.json()["selected"] == ["get_weather"]
@@ -78,7 +78,7 @@ def test_exec_protocol_over_http_accepts_go_capitalised_keys(server_factory: Any
         assert bad.status_code == 422 and "version" in bad.json()["error"]["message"]
 
 
-def test_exec_protocol_over_http_reports_a_failing_external_selector(tmp_path: Path, server_factory: Any) -> None:
+def test_exec_protocol_over_http_reports_a_failing_external_selector(tmp_path: Path, app_factory: Any) -> None:
     behave = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
     config = tmp_path / "runtime.yaml"
     config.write_text(
@@ -87,7 +87,7 @@ def test_exec_protocol_over_http_reports_a_failing_external_selector(tmp_path: P
         f"    slow:\n      command: {sys.executable}\n      args: [{str(behave)!r}, sleep, '30']\n"
         "      timeout_ms: 300\n"
     )
-    with server_factory(config_path=str(config)) as srv, srv.client() as c:
+    with app_factory(config_path=str(config)) as srv, srv.client() as c:
         req = {"query": {"text": "weather"}, "candidates": TOOLS}
         r = c.post("/v1/selectors/broken:select", json=req)
         assert r.status_code == 502 and "broken" in r.json()["error"]
@@ -106,8 +106,8 @@ def test_exec_protocol_over_http_reports_a_failing_external_selector(tmp_path: P
         assert 'shortlist_circuit_breaker_changes_total{selector="broken",state="open"} 1.0' in metrics
 
 
-def test_body_and_candidate_limits_answer_413(server_factory: Any) -> None:
-    with server_factory(max_body_bytes=2048, max_candidates=3) as srv, srv.client() as c:
+def test_body_and_candidate_limits_answer_413(app_factory: Any) -> None:
+    with app_factory(max_body_bytes=2048, max_candidates=3) as srv, srv.client() as c:
         big = {"query": "x", "candidates": [{"id": f"t{i}", "description": "y" * 100} for i in range(40)]}
         r = c.post("/v1/select", json=big)
         assert r.status_code == 413 and "2048 bytes" in r.json()["error"]["message"]
@@ -124,14 +124,14 @@ def test_body_and_candidate_limits_answer_413(server_factory: Any) -> None:
         assert "at most 3" in r.json()["error"]["message"]
 
 
-def test_unexpected_errors_answer_500_without_a_stack_trace(server_factory: Any) -> None:
+def test_unexpected_errors_answer_500_without_a_stack_trace(app_factory: Any) -> None:
     def prepare(app: Any) -> None:
         def explode() -> None:
             raise RuntimeError("secret internal detail")
 
         app.add_api_route("/v1/test-explode", explode, methods=["GET"])
 
-    with server_factory(prepare=prepare) as srv, srv.client() as c:
+    with app_factory(prepare=prepare) as srv, srv.client() as c:
         r = c.get("/v1/test-explode")
         assert r.status_code == 500
         assert r.json() == {
@@ -142,16 +142,16 @@ def test_unexpected_errors_answer_500_without_a_stack_trace(server_factory: Any)
         assert bad.status_code == 422 and "Traceback" not in bad.text
 
 
-def test_validation_errors_do_not_echo_memory_contents(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_validation_errors_do_not_echo_memory_contents(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post(
             "/v1/memory/remember", json={"scope": {"user_id": "u"}, "content": "my secret pin 4242", "confidence": 7}
         )
         assert r.status_code == 422 and "4242" not in r.text
 
 
-def test_metrics_count_requests_and_selections(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_metrics_count_requests_and_selections(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         for _ in range(3):
             assert c.post("/v1/select", json={"query": "send email", "candidates": TOOLS}).status_code == 200
         c.post("/v1/select", json={"query": "", "candidates": TOOLS})
@@ -162,8 +162,8 @@ def test_metrics_count_requests_and_selections(server_factory: Any) -> None:
         assert 'shortlist_selection_fallbacks_total{reason="empty_query",selector="hybrid"} 1.0' in text
 
 
-def test_openapi_document_lists_every_route(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_openapi_document_lists_every_route(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         doc = c.get("/openapi.json").json()
         paths = set(doc["paths"])
         for path in (
@@ -185,13 +185,13 @@ def test_openapi_document_lists_every_route(server_factory: Any) -> None:
         assert "HTTPBearer" in doc["components"]["securitySchemes"]
 
 
-def test_reduce_fits_a_budget(server_factory: Any) -> None:
+def test_reduce_fits_a_budget(app_factory: Any) -> None:
     messages = [{"role": "system", "content": "be brief"}]
     for i in range(12):
         messages.append({"role": "user", "content": f"question {i} " + "words " * 60})
         messages.append({"role": "assistant", "content": f"answer {i} " + "more " * 60})
     messages.append({"role": "user", "content": "final question"})
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/reduce", json={"messages": messages, "max_chars": 2000})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -201,19 +201,19 @@ def test_reduce_fits_a_budget(server_factory: Any) -> None:
         assert impossible.status_code == 422 and impossible.json()["error"]["code"] == "over_budget"
 
 
-def test_retrieve_without_corpus_is_a_clear_404(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_retrieve_without_corpus_is_a_clear_404(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/retrieve", json={"scope": {"user_id": "u"}, "messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 404 and r.json()["error"]["code"] == "no_corpus"
 
 
-def test_retrieve_grounds_a_conversation_in_the_corpus(server_factory: Any, tmp_path: Path) -> None:
+def test_retrieve_grounds_a_conversation_in_the_corpus(app_factory: Any, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "refunds.md").write_text("# Refund policy\nRefunds are issued within 14 days of a return request.\n")
     (corpus / "shipping.md").write_text("# Shipping\nOrders ship from our Lyon warehouse within two business days.\n")
     (corpus / "holidays.md").write_text("# Holidays\nThe office is closed on public holidays in France.\n")
-    with server_factory(corpus_path=str(corpus), corpus_scoring="lexical") as srv, srv.client() as c:
+    with app_factory(corpus_path=str(corpus), corpus_scoring="lexical") as srv, srv.client() as c:
         messages = [{"role": "user", "content": "how many days do refunds take after a return?"}]
         r = c.post("/v1/retrieve", json={"scope": {"user_id": "u1"}, "messages": messages})
         assert r.status_code == 200, r.text
@@ -223,11 +223,12 @@ def test_retrieve_grounds_a_conversation_in_the_corpus(server_factory: Any, tmp_
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
-def test_health_endpoints(server_factory: Any, path: str) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_health_endpoints(app_factory: Any, path: str) -> None:
+    with app_factory() as srv, srv.client() as c:
         assert c.get(path).status_code == 200
 
 
+@pytest.mark.slow  # replicas as processes
 @pytest.mark.parametrize("backend", ["embedded", "qdrant"])
 def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path, backend: str) -> None:
     import subprocess
@@ -258,7 +259,7 @@ def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path
     assert answers[0][:1] == ["refunds"] and all(a == answers[0] for a in answers)
 
 
-def test_reduce_defaults_to_the_librarys_selector(server_factory: Any) -> None:
+def test_reduce_defaults_to_the_librarys_selector(app_factory: Any) -> None:
     """One default everywhere: /v1/reduce keeps what the library keeps (relevance), not the newest steps."""
     from shortlist.reduction import (
         DEFAULT_LOCAL_SELECTOR,
@@ -276,7 +277,7 @@ def test_reduce_defaults_to_the_librarys_selector(server_factory: Any) -> None:
     messages.append({"role": "user", "content": "what is my locker code?"})
     stage = ReductionStage.local("lib", max_chars=2500)
     library = openai_from_fragments(stage.reduce_sync(openai_to_fragments(messages), ExecutionContext()).fragments)
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         default = c.post("/v1/reduce", json={"messages": messages, "max_chars": 2500}).json()["messages"]
         newest = c.post("/v1/reduce", json={"messages": messages, "max_chars": 2500, "selector": "newest"}).json()
     assert DEFAULT_LOCAL_SELECTOR == "relevance"

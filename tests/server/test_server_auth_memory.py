@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from server_helpers import serve
 
 from shortlist.server import ServerSettings, create_app
 from shortlist.server.settings import parse_keys_file
@@ -32,8 +31,8 @@ def test_keys_file_parsing_keeps_only_digests(tmp_path: Path) -> None:
     assert p2.allows({"user_id": "u1", "team": "red", "session": "s"}) and not p2.allows({"user_id": "u1"})
 
 
-def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) -> None:
-    with serve(keyed_settings) as srv:
+def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings, app_factory: Any) -> None:
+    with app_factory(**vars(keyed_settings)) as srv:
         with srv.client() as anon:
             r = anon.post("/v1/select", json={"query": "alpha", "candidates": TOOLS})
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
@@ -46,8 +45,8 @@ def test_requests_without_a_valid_key_get_401(keyed_settings: ServerSettings) ->
                 assert ok.post("/v1/select", json={"query": "alpha", "candidates": TOOLS}).status_code == 200
 
 
-def test_a_scope_limited_key_gets_403_and_nothing_is_read(keyed_settings: ServerSettings) -> None:
-    with serve(keyed_settings) as srv, srv.client("k-admin") as admin, srv.client("k-alice") as alice:
+def test_a_scope_limited_key_gets_403_and_nothing_is_read(keyed_settings: ServerSettings, app_factory: Any) -> None:
+    with app_factory(**vars(keyed_settings)) as srv, srv.client("k-admin") as admin, srv.client("k-alice") as alice:
         bob = {"user_id": "bob"}
         assert admin.post("/v1/memory/remember", json={"scope": bob, "content": "bob likes tea"}).status_code == 200
         for path, body in (

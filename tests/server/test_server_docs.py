@@ -11,9 +11,9 @@ from typing import Any
 from shortlist.server.settings import KeyPolicy, hash_key
 
 
-def test_docs_are_not_served_when_keys_are_set(server_factory: Any) -> None:
+def test_docs_are_not_served_when_keys_are_set(app_factory: Any) -> None:
     keys = {hash_key("k"): KeyPolicy(label="k")}
-    with server_factory(api_keys=keys) as srv:
+    with app_factory(api_keys=keys) as srv:
         with srv.client() as anonymous:
             for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
                 assert anonymous.get(path).status_code == 404, path
@@ -22,7 +22,7 @@ def test_docs_are_not_served_when_keys_are_set(server_factory: Any) -> None:
             assert keyed.get("/docs").status_code == 404
 
 
-def test_docs_are_served_to_loopback_clients_without_keys(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_docs_are_served_to_loopback_clients_without_keys(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         assert c.get("/docs").status_code == 200
         assert c.get("/redoc").status_code == 200

@@ -27,8 +27,8 @@ def _cl100k(text: str) -> list[int]:
     return list(enc.encode_ordinary(text))
 
 
-def test_embeddings_match_the_library_model(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_embeddings_match_the_library_model(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/embeddings", json={"input": ["book a flight", "weather in Paris"], "model": MODEL})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -43,11 +43,11 @@ def test_embeddings_match_the_library_model(server_factory: Any) -> None:
         assert np.allclose(vec, want[0], atol=1e-6) and b64["model"] == MODEL
 
 
-def test_token_array_inputs_are_decoded_with_cl100k(server_factory: Any) -> None:
+def test_token_array_inputs_are_decoded_with_cl100k(app_factory: Any) -> None:
     texts = ["book a flight to Rome", "météo à Paris <b>&</b>"]
     ids = [_cl100k(t) for t in texts]
     want = default_embedder().embed(texts)
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         many = c.post("/v1/embeddings", json={"input": ids, "model": MODEL})
         assert many.status_code == 200, many.text
         got = np.array([d["embedding"] for d in many.json()["data"]], dtype=np.float32)
@@ -73,16 +73,16 @@ def test_token_array_inputs_are_decoded_with_cl100k(server_factory: Any) -> None
         (["a"] * 2049, "input holds 2049 items; at most 2048 inputs per request"),
     ],
 )
-def test_bad_input_names_the_actual_problem(server_factory: Any, value: Any, message: str) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_bad_input_names_the_actual_problem(app_factory: Any, value: Any, message: str) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/embeddings", json={"input": value})
         assert r.status_code == 422, r.text
         assert message in r.json()["error"]["message"]
         assert "str_type" not in r.text and "union" not in r.text.lower()
 
 
-def test_token_ids_outside_cl100k_are_refused_by_position(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_token_ids_outside_cl100k_are_refused_by_position(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         for ids, where in (([[5, 10_000_000]], "input[0][1] = 10000000"), ([7, 100257], "input[1] = 100257")):
             r = c.post("/v1/embeddings", json={"input": ids})
             assert r.status_code == 422, r.text
@@ -94,8 +94,8 @@ def test_token_ids_outside_cl100k_are_refused_by_position(server_factory: Any) -
         assert long.json()["usage"]["prompt_tokens"] == len(ids) > MAX_INPUTS
 
 
-def test_unknown_model_and_impossible_dimensions_have_openai_error_shapes(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_unknown_model_and_impossible_dimensions_have_openai_error_shapes(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         r = c.post("/v1/embeddings", json={"input": "x", "model": "text-embedding-3-small"})
         assert r.status_code == 404
         err = r.json()["error"]
@@ -112,8 +112,8 @@ def test_unknown_model_and_impossible_dimensions_have_openai_error_shapes(server
         )
 
 
-def test_models_routes(server_factory: Any) -> None:
-    with server_factory(embed_model="minilm") as srv, srv.client() as c:
+def test_models_routes(app_factory: Any) -> None:
+    with app_factory(embed_model="minilm") as srv, srv.client() as c:
         listed = c.get("/v1/models").json()
         assert listed["object"] == "list" and listed["data"][0]["id"] == "minilm"
         assert {m["dimensions"] for m in listed["data"]} == {384}
@@ -129,9 +129,9 @@ def test_models_routes(server_factory: Any) -> None:
         assert c.post("/v1/embeddings", json={"input": "x", "model": MODEL}).status_code == 404
 
 
-def test_voyage_dtypes_and_quantised_encodings(server_factory: Any) -> None:
+def test_voyage_dtypes_and_quantised_encodings(app_factory: Any) -> None:
     want = default_embedder().embed(["quantise me"])[0]
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
 
         def embedding(**fields: Any) -> Any:
             r = c.post("/v1/embeddings", json={"input": ["quantise me"], **fields})
@@ -149,8 +149,8 @@ def test_voyage_dtypes_and_quantised_encodings(server_factory: Any) -> None:
         assert uint8.min() >= 0 and uint8.max() <= 255
 
 
-def test_embeddings_text_count_limit_is_413(server_factory: Any) -> None:
-    with server_factory(max_texts=2) as srv, srv.client() as c:
+def test_embeddings_text_count_limit_is_413(app_factory: Any) -> None:
+    with app_factory(max_texts=2) as srv, srv.client() as c:
         r = c.post("/v1/embeddings", json={"input": ["a", "b", "c"]})
         assert r.status_code == 413 and "at most 2" in r.json()["error"]["message"]
         assert c.post("/v1/embed", json={"texts": ["a", "b", "c"]}).status_code == 413
@@ -162,9 +162,9 @@ def test_the_default_limit_takes_2048_inputs() -> None:
     assert ServerSettings().max_texts == 2048
 
 
-def test_rerank_body_serves_cohere_jina_and_voyage(server_factory: Any) -> None:
+def test_rerank_body_serves_cohere_jina_and_voyage(app_factory: Any) -> None:
     docs = ["Paris weather forecast for tomorrow", "Invoice for ACME corp", {"text": "Rain expected in Lyon"}]
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         for path in ("/v1/rerank", "/v2/rerank"):
             r = c.post(path, json={"query": "will it rain", "documents": docs, "top_n": 2, "return_documents": True})
             assert r.status_code == 200, r.text
@@ -181,9 +181,9 @@ def test_rerank_body_serves_cohere_jina_and_voyage(server_factory: Any) -> None:
         assert c.post("/v1/rerank", json={"query": "q", "documents": ["a"], "model": "rerank-v3.5"}).status_code == 404
 
 
-def test_cohere_embed_shapes(server_factory: Any) -> None:
+def test_cohere_embed_shapes(app_factory: Any) -> None:
     want = default_embedder().embed(["alpha", "beta"])
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         v1 = c.post("/v1/embed", json={"texts": ["alpha", "beta"], "input_type": "search_document"}).json()
         assert v1["response_type"] == "embeddings_floats" and v1["texts"] == ["alpha", "beta"]
         assert np.allclose(np.array(v1["embeddings"]), want, atol=1e-6)
@@ -206,9 +206,9 @@ def test_cohere_embed_shapes(server_factory: Any) -> None:
         assert c.post("/v2/embed", json={"texts": ["a"], "model": "embed-english-v3.0"}).status_code == 404
 
 
-def test_tei_shapes(server_factory: Any) -> None:
+def test_tei_shapes(app_factory: Any) -> None:
     want = default_embedder().embed(["hello"])
-    with server_factory() as srv, srv.client() as c:
+    with app_factory() as srv, srv.client() as c:
         info = c.get("/info").json()
         assert info["model_id"] == MODEL and info["model_type"] == {"embedding": {"pooling": "mean"}}
         assert info["max_client_batch_size"] == 2048
@@ -225,8 +225,8 @@ def test_tei_shapes(server_factory: Any) -> None:
         assert prompt.status_code == 422 and "Available prompts" in prompt.json()["error"]["message"]
 
 
-def test_json_without_content_type_is_read_and_other_types_refused(server_factory: Any) -> None:
-    with server_factory() as srv, srv.client() as c:
+def test_json_without_content_type_is_read_and_other_types_refused(app_factory: Any) -> None:
+    with app_factory() as srv, srv.client() as c:
         bare = c.post("/v1/embeddings", content=b'{"input": ["hello"]}')
         assert "content-type" not in bare.request.headers
         assert bare.status_code == 200, bare.text
@@ -234,9 +234,9 @@ def test_json_without_content_type_is_read_and_other_types_refused(server_factor
         assert text.status_code == 422
 
 
-def test_compat_routes_need_the_api_key(server_factory: Any) -> None:
+def test_compat_routes_need_the_api_key(app_factory: Any) -> None:
     settings = {"api_keys": ServerSettings.build(env={"SHORTLIST_API_KEYS": "k1"}).api_keys}
-    with server_factory(**settings) as srv:
+    with app_factory(**settings) as srv:
         routes = [
             ("POST", "/v1/embeddings", {"input": "x"}),
             ("GET", "/v1/models", None),

@@ -32,9 +32,9 @@ def memory_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     [(254, "nested more than 32 levels"), (999, "error parsing the body")],  # 999: past the body parser already
 )
 def test_deep_metadata_is_refused_and_the_scope_keeps_answering(
-    server_factory: Any, memory_url: str, depth: int, message: str
+    app_factory: Any, memory_url: str, depth: int, message: str
 ) -> None:
-    with server_factory(memory_url=memory_url) as srv, srv.client() as c:
+    with app_factory(memory_url=memory_url) as srv, srv.client() as c:
         ok = c.post("/v1/memory/remember", json={"scope": SCOPE, "content": "likes tea"})
         assert ok.status_code == 200, ok.text
         bad = c.post("/v1/memory/remember", content=remember_body("poison", depth), headers=JSON)
@@ -47,9 +47,9 @@ def test_deep_metadata_is_refused_and_the_scope_keeps_answering(
         assert recalled.status_code == 200 and len(recalled.json()["memories"]) == 1
 
 
-def test_json_nested_past_the_parser_is_a_4xx(server_factory: Any, tmp_path: Path) -> None:
+def test_json_nested_past_the_parser_is_a_4xx(app_factory: Any, tmp_path: Path) -> None:
     body = remember_body("x", 100_000)
-    with server_factory(memory_url=f"sqlite:///{tmp_path / 'm.db'}") as srv, srv.client() as c:
+    with app_factory(memory_url=f"sqlite:///{tmp_path / 'm.db'}") as srv, srv.client() as c:
         r = c.post("/v1/memory/remember", content=body, headers=JSON)
         assert 400 <= r.status_code < 500, r.text
         assert c.post("/v1/memory/list", json={"scope": SCOPE}).json()["memories"] == []

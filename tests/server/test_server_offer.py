@@ -32,7 +32,7 @@ def _without_timing(offer: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("policy", ["per_turn", "stable", "deferred"])
-def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factory: Any, policy: OfferPolicy) -> None:
+def test_two_replicas_alternating_turns_match_a_local_tool_session(app_factory: Any, policy: OfferPolicy) -> None:
     local = ToolSession(
         Shortlist(str(EXAMPLE_CATALOG), selector="bm25"),
         policy=policy,
@@ -41,8 +41,8 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factor
         prefetch=1,
     )
     with (
-        server_factory(catalogs=CATALOGS, selector="bm25") as a,
-        server_factory(catalogs=CATALOGS, selector="bm25") as b,
+        app_factory(catalogs=CATALOGS, selector="bm25") as a,
+        app_factory(catalogs=CATALOGS, selector="bm25") as b,
         a.client() as ca,
         b.client() as cb,
     ):
@@ -85,8 +85,8 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(server_factor
         assert OfferState.from_dict(state).turns == len(SCRIPT)
 
 
-def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_factory: Any) -> None:
-    with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+def test_search_loads_under_deferred_and_grows_the_block_under_stable(app_factory: Any) -> None:
+    with app_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
         body = {"catalog": "example", "query": "weather in Paris", "k": 2, "hot": 2, "format": "anthropic"}
         first = c.post("/v1/offer", json=body).json()
         assert first["policy"] == "deferred" and first["search_tool"] is True and first["reason"] == "first_turn"
@@ -125,11 +125,11 @@ def test_search_loads_under_deferred_and_grows_the_block_under_stable(server_fac
         assert stable["state"]["changes"] == 1
 
 
-def test_offer_events_reach_the_hooks_and_the_metrics(server_factory: Any) -> None:
+def test_offer_events_reach_the_hooks_and_the_metrics(app_factory: Any) -> None:
     events: list[Event] = []
     add_event_hook(events.append)
     try:
-        with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+        with app_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
             first = c.post("/v1/offer", json={"catalog": "example", "query": "weather in Paris"}).json()
             c.post(
                 "/v1/offer/search",
@@ -149,8 +149,8 @@ def test_offer_events_reach_the_hooks_and_the_metrics(server_factory: Any) -> No
     assert 'shortlist_selection_fallbacks_total{reason="empty_query",selector="bm25"} 1.0' in metrics
 
 
-def test_messages_and_query_text_decide_the_same(server_factory: Any) -> None:
-    with server_factory(catalogs=CATALOGS) as srv, srv.client() as c:
+def test_messages_and_query_text_decide_the_same(app_factory: Any) -> None:
+    with app_factory(catalogs=CATALOGS) as srv, srv.client() as c:
         text = "send an email to bob about the invoice"
         by_text = c.post("/v1/offer", json={"catalog": "example", "query": text, "policy": "per_turn"}).json()
         by_messages = c.post(
@@ -191,17 +191,17 @@ def test_messages_and_query_text_decide_the_same(server_factory: Any) -> None:
         ("abc", "state must be the JSON object"),
     ],
 )
-def test_a_bad_state_answers_400_with_the_field(server_factory: Any, state: Any, says: str) -> None:
-    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+def test_a_bad_state_answers_400_with_the_field(app_factory: Any, state: Any, says: str) -> None:
+    with app_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
         for path in ("/v1/offer", "/v1/offer/search"):
             r = c.post(path, json={"catalog": "example", "query": "email", "state": state})
             assert r.status_code == 400, r.text
             assert r.json()["error"]["code"] == "invalid_state" and says in r.json()["error"]["message"]
 
 
-def test_tools_the_catalog_no_longer_holds_are_dropped_from_the_state(server_factory: Any) -> None:
+def test_tools_the_catalog_no_longer_holds_are_dropped_from_the_state(app_factory: Any) -> None:
     state = {"block": ["memory__recall", "gone_tool"], "loaded": ["send_email", "x"], "turns": 1}
-    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+    with app_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
         r = c.post(
             "/v1/offer",
             json={"catalog": "example", "query": "email", "state": state, "prefetch": 0, "policy": "deferred"},
@@ -215,8 +215,8 @@ def test_tools_the_catalog_no_longer_holds_are_dropped_from_the_state(server_fac
         assert "gone_tool" not in found.json()["state"]["block"] and "x" not in found.json()["state"]["loaded"]
 
 
-def test_offer_requests_are_validated_strictly(server_factory: Any) -> None:
-    with server_factory(catalogs=CATALOGS, max_candidates=3) as srv, srv.client() as c:
+def test_offer_requests_are_validated_strictly(app_factory: Any) -> None:
+    with app_factory(catalogs=CATALOGS, max_candidates=3) as srv, srv.client() as c:
         base = {"catalog": "example", "query": "email"}
         for bad in (
             {**base, "policy": "sometimes"},
@@ -245,13 +245,13 @@ def test_offer_requests_are_validated_strictly(server_factory: Any) -> None:
         assert "/v1/offer" in doc["paths"] and "/v1/offer/search" in doc["paths"]
 
 
-def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path, server_factory: Any) -> None:
+def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path, app_factory: Any) -> None:
     behave = Path(__file__).resolve().parent.parent / "fixtures" / "selectors" / "behave.py"
     config = tmp_path / "runtime.yaml"
     config.write_text(
         f"spec:\n  selectors:\n    broken:\n      command: {sys.executable}\n      args: [{str(behave)!r}, nonzero]\n"
     )
-    with server_factory(config_path=str(config), catalogs=CATALOGS) as srv, srv.client() as c:
+    with app_factory(config_path=str(config), catalogs=CATALOGS) as srv, srv.client() as c:
         body = {"catalog": "example", "query": "weather in Paris", "selector": "broken", "policy": "per_turn"}
         reasons = [c.post("/v1/offer", json=body).json()["reason"] for _ in range(4)]
         assert reasons[0].startswith("fallback:") and len(set(reasons)) == 1  # every turn still answers
@@ -264,13 +264,13 @@ def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path
         assert found["tools"][0]["id"] == "get_weather_forecast" and len(found["tools"]) == 2
 
 
-def test_one_default_policy_per_format_as_the_runtime_decides(server_factory: Any) -> None:
+def test_one_default_policy_per_format_as_the_runtime_decides(app_factory: Any) -> None:
     """Left at defaults, /v1/offer offers an OpenAI conversation what the runtime offers it."""
     from shortlist.offer import default_policy
     from shortlist.runtime import Conversation, Pack
 
     messages = [{"role": "user", "content": "what is the weather forecast in Paris tomorrow"}]
-    with server_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+    with app_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
         plain = c.post("/v1/offer", json={"catalog": "example", "messages": messages}).json()
         anthropic = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "anthropic"}).json()
         bad = c.post("/v1/offer", json={"catalog": "example", "messages": messages, "format": "gemini"})
@@ -285,9 +285,9 @@ def test_one_default_policy_per_format_as_the_runtime_decides(server_factory: An
             conversation.close()
 
 
-def test_a_repeated_id_in_the_state_is_read_once(server_factory: Any) -> None:
+def test_a_repeated_id_in_the_state_is_read_once(app_factory: Any) -> None:
     state = {"block": ["send_email"] * 5000, "loaded": ["get_weather_forecast"] * 3, "called": ["x"] * 5}
-    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+    with app_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
         for policy in ("per_turn", "stable", "deferred"):
             r = c.post("/v1/offer", json={"catalog": "example", "query": "email", "state": state, "policy": policy})
             assert r.status_code == 200, r.text
@@ -299,11 +299,11 @@ def test_a_repeated_id_in_the_state_is_read_once(server_factory: Any) -> None:
         assert found.json()["state"]["block"].count("send_email") == 1
 
 
-def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(server_factory: Any) -> None:
+def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(app_factory: Any) -> None:
     from shortlist.offer import MAX_STATE_COUNT
 
     state: dict[str, Any] = {"turns": MAX_STATE_COUNT, "changes": MAX_STATE_COUNT, "block": ["send_email"]}
-    with server_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
+    with app_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
         for policy in ("per_turn", "stable", "deferred"):
             r = c.post("/v1/offer", json={"catalog": "example", "query": "weather", "state": state, "policy": policy})
             assert r.status_code == 200, r.text
