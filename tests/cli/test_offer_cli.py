@@ -81,3 +81,7 @@ def test_the_text_block_shows_the_search_tool_it_offers() -> None:
     assert deferred[0].startswith("block ") and deferred[0].split()[-1] == "find_tools"
     per_turn = offer("book a hotel in Rome", "--policy", "per_turn").stdout.splitlines()
     assert "find_tools" not in per_turn[0]  # per_turn offers no search tool
+    bridged = offer("book a hotel in Rome").stdout.splitlines()  # openai chat, deferred: the bridge
+    assert bridged[0].split()[-2:] == ["find_tools", "call_tool"]
+    native = offer("book a hotel in Rome", "--format", "openai-responses", "--json").stdout
+    assert json.loads(native)["bridge"] is False

@@ -11,6 +11,7 @@ from server_helpers import EXAMPLE_CATALOG
 
 from shortlist.events import Event, add_event_hook, remove_event_hook
 from shortlist.offer import OfferPolicy, OfferState, ToolSession
+from shortlist.offer.bridge import offer_json
 from shortlist.selection.facade import Shortlist
 
 CATALOGS = {"example": str(EXAMPLE_CATALOG)}
@@ -66,7 +67,7 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(app_factory: 
             calls += 1
             assert r.status_code == 200, r.text
             answer = r.json()
-            expected = local.offer(messages, prefix_tokens=prefix).to_dict()
+            expected = offer_json(local.offer(messages, prefix_tokens=prefix), "openai")  # the route's default format
             assert _without_timing(answer) == _without_timing(expected)
             state = answer["state"]
             if search is not None:
@@ -316,3 +317,32 @@ def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(app_factor
         too_many = {"turns": MAX_STATE_COUNT + 1}
         r = c.post("/v1/offer", json={"catalog": "example", "query": "weather", "state": too_many})
         assert r.status_code == 400 and "state.turns" in r.json()["error"]["message"]
+
+
+def test_the_answer_says_which_fixed_tools_to_offer(app_factory: Any) -> None:
+    """A chat-completions client under deferred must offer call_tool: the answer says so and defines it."""
+    from shortlist.offer.bridge import CALL_TOOL_PARAMETERS
+    from shortlist.offer.search import SEARCH_TOOL_PARAMETERS
+
+    messages = [{"role": "user", "content": "what is the weather forecast in Paris tomorrow"}]
+    with app_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:
+
+        def ask(**extra: Any) -> dict[str, Any]:
+            answer = c.post("/v1/offer", json={"catalog": "example", "messages": messages, **extra})
+            assert answer.status_code == 200, answer.text
+            body: dict[str, Any] = answer.json()
+            return body
+
+        chat = ask()
+        anthropic = ask(format="anthropic")
+        responses = ask(format="openai-responses")
+        stable = ask(policy="stable")
+        per_turn = ask(policy="per_turn")
+    assert chat["bridge"] is True and [t["name"] for t in chat["fixed_tools"]] == ["find_tools", "call_tool"]
+    assert chat["fixed_tools"][1]["parameters"] == CALL_TOOL_PARAMETERS
+    assert chat["fixed_tools"][0]["parameters"] == SEARCH_TOOL_PARAMETERS
+    for native in (anthropic, responses):  # deferral of their own: no bridge
+        assert native["policy"] == "deferred" and native["bridge"] is False
+        assert [t["name"] for t in native["fixed_tools"]] == ["find_tools"]
+    assert stable["bridge"] is False and [t["name"] for t in stable["fixed_tools"]] == ["find_tools"]
+    assert per_turn["bridge"] is False and per_turn["fixed_tools"] == []  # no search tool either

@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument("--config", help="runtime.yaml")
     p.add_argument(
         "--format",
-        choices=["openai", "anthropic"],
+        choices=["openai", "anthropic", "openai-responses"],
         default="openai",
         help="the request format the conversation is sent in; it decides the default policy (default openai)",
     )
@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``shortlist offer``."""
     from shortlist.adapters.catalog import load_catalog
     from shortlist.errors import ConfigError
-    from shortlist.offer import SEARCH_TOOL_NAME, OfferState, ToolSession, default_policy
+    from shortlist.offer import OfferState, ToolSession, default_policy
+    from shortlist.offer.bridge import offer_json
     from shortlist.selection.facade import DEFAULT, Shortlist
 
     if (args.query is None) == (args.messages is None) and args.search is None:
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
                 not isinstance(query, list) or not all(isinstance(m, dict) for m in query)
             ):
                 raise ConfigError(f"{args.messages}: messages must be a JSON list of message objects")
-            out = session.offer(query, prefix_tokens=args.prefix_tokens).to_dict()
+            out = offer_json(session.offer(query, prefix_tokens=args.prefix_tokens), args.format)
     if args.save_state:
         Path(args.save_state).write_text(json.dumps(out["state"]) + "\n", encoding="utf-8")
     if args.json:
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.search is not None:
         write_text("\n".join([f"found {t['id']}" for t in out["tools"]] or ["found nothing"]))
     else:
-        block = [*out["block"], *([SEARCH_TOOL_NAME] if out["search_tool"] else [])]  # the search tool is offered too
+        block = [*out["block"], *(t["name"] for t in out["fixed_tools"])]  # find_tools (and call_tool) too
         lines = [f"block     {' '.join(block) or '-'}"]
         lines.append(f"prefetch  {' '.join(out['prefetched']) or '-'}")
         lines.append(f"loaded    {len(out['loaded'])}, deferred {len(out['deferred'])}")

@@ -65,14 +65,13 @@ from shortlist.errors import CatalogError, ConfigError
 from shortlist.eval.datasets import load_tools
 from shortlist.offer import (
     PREFETCH_QUERY,
-    SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
-    SEARCH_TOOL_PARAMETERS,
     OfferPolicy,
     Prices,
     ToolSession,
 )
-from shortlist.offer.bridge import CALL_TOOL_DESCRIPTION, CALL_TOOL_NAME, CALL_TOOL_PARAMETERS
+from shortlist.offer.bridge import CALL_TOOL_DEFINITION, CALL_TOOL_NAME
+from shortlist.offer.search import SEARCH_TOOL_DEFINITION
 from shortlist.progress import report as progress_report
 from shortlist.runtime.context import DEFAULT_LOW_WATER, GROUNDING_PLACEMENTS
 from shortlist.selection.cousage import CoUsage
@@ -98,19 +97,6 @@ STRATEGIES: tuple[str, ...] = ("all", "per_turn", "stable", "deferred", "bridge"
 SEARCH_QUERIES: tuple[str, ...] = ("message", "words:N", "name")
 #: What a turn whose tools never became callable is charged (``--miss-cost``).
 MISS_COSTS: tuple[str, ...] = ("call", "retry")
-
-#: The search tool as offered to the model (its definition is part of the tools block).
-SEARCH_TOOL_DEFINITION: dict[str, Any] = {
-    "name": SEARCH_TOOL_NAME,
-    "description": SEARCH_TOOL_DESCRIPTION,
-    "parameters": SEARCH_TOOL_PARAMETERS,
-}
-#: The bridge tool as offered beside it (``bridge``).
-CALL_TOOL_DEFINITION: dict[str, Any] = {
-    "name": CALL_TOOL_NAME,
-    "description": CALL_TOOL_DESCRIPTION,
-    "parameters": CALL_TOOL_PARAMETERS,
-}
 
 
 @dataclass(frozen=True, slots=True)

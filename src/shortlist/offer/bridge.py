@@ -18,13 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shortlist.offer.search import SEARCH_TOOL_DEFINITION
+from shortlist.offer.state import Offer
+
 __all__ = [
+    "CALL_TOOL_DEFINITION",
     "CALL_TOOL_DESCRIPTION",
     "CALL_TOOL_NAME",
     "CALL_TOOL_PARAMETERS",
     "BridgeCall",
     "check_bridge_call",
+    "offer_json",
     "schema_errors",
+    "uses_bridge",
 ]
 
 #: The bridge tool's name, description and JSON Schema (as every format and the cost model render it).
@@ -41,6 +47,31 @@ CALL_TOOL_PARAMETERS: dict[str, Any] = {
     },
     "required": ["name", "arguments"],
 }
+#: The bridge tool as offered beside ``find_tools``.
+CALL_TOOL_DEFINITION: dict[str, Any] = {
+    "name": CALL_TOOL_NAME,
+    "description": CALL_TOOL_DESCRIPTION,
+    "parameters": CALL_TOOL_PARAMETERS,
+}
+
+
+def uses_bridge(fmt: str | None, policy: str) -> bool:
+    """Whether a conversation in request format ``fmt`` under ``policy`` calls loaded tools through
+    ``call_tool``: chat completions (``"openai"``) under ``deferred``, whose loaded tools are never
+    in the ``tools`` array. Anthropic and the Responses API defer tools natively. The runtime,
+    ``POST /v1/offer`` and ``shortlist offer`` all ask here."""
+    return fmt == "openai" and policy == "deferred"
+
+
+def offer_json(offer: Offer, fmt: str | None) -> dict[str, Any]:
+    """``offer.to_dict()`` with what a client in request format ``fmt`` must offer beside the
+    block: ``bridge`` (loaded tools are called through ``call_tool``) and ``fixed_tools`` (the
+    definitions of ``find_tools`` when the offer has the search tool, and of ``call_tool`` under
+    the bridge). ``POST /v1/offer`` and ``shortlist offer --json`` answer this."""
+    bridge = uses_bridge(fmt, offer.policy)
+    fixed = [SEARCH_TOOL_DEFINITION] if offer.search_tool else []
+    fixed += [CALL_TOOL_DEFINITION] if bridge else []
+    return {**offer.to_dict(), "bridge": bridge, "fixed_tools": fixed}
 
 
 @dataclass(frozen=True, slots=True)

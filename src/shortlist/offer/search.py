@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from shortlist.selection.facade import Shortlist
 
 __all__ = [
+    "SEARCH_TOOL_DEFINITION",
     "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
     "SEARCH_TOOL_PARAMETERS",
@@ -47,6 +48,12 @@ SEARCH_TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {"query": {"type": "string", "description": "what the tool should do"}},
     "required": ["query"],
+}
+#: The search tool as offered to the model (its definition is part of the tools block).
+SEARCH_TOOL_DEFINITION: dict[str, Any] = {
+    "name": SEARCH_TOOL_NAME,
+    "description": SEARCH_TOOL_DESCRIPTION,
+    "parameters": SEARCH_TOOL_PARAMETERS,
 }
 
 

@@ -66,7 +66,7 @@ from shortlist.offer import (
     ToolSession,
     default_policy,
 )
-from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call
+from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call, uses_bridge
 from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.runtime.context import (
     DEFAULT_LOW_WATER,
@@ -325,7 +325,7 @@ class Conversation:
         if policy not in OFFER_POLICIES:
             raise ConfigError(f"offer_policy must be one of {', '.join(OFFER_POLICIES)} or None, not {policy!r}")
         # chat completions cannot defer: a deferred conversation calls found tools through the bridge
-        loading: ToolLoading = tool_loading or ("bridge" if format == "openai" and policy == "deferred" else "native")
+        loading: ToolLoading = tool_loading or ("bridge" if uses_bridge(format, policy) else "native")
         if loading != "native" and policy != "deferred":
             raise ConfigError(
                 f"tool_loading={loading!r} loads found tools without changing the tools array: it needs "

@@ -24,6 +24,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 
 from shortlist.offer import DEFAULT_PREFETCH, MAX_STATE_COUNT, OfferState, decide_offer, default_policy, search_tools
+from shortlist.offer.bridge import offer_json
 from shortlist.selection.query import last_user_text
 from shortlist.server.auth import ApiKey, require_key
 from shortlist.server.errors import ApiError
@@ -101,7 +102,7 @@ class _Source(BaseModel):
         default=None, max_length=MAX_CANDIDATES, description="Inline candidates (instead of a catalog)."
     )
     selector: str | None = Field(default=None, description="A selector name known to the server (default: its own).")
-    format: Literal["openai", "anthropic"] = Field(
+    format: Literal["openai", "anthropic", "openai-responses"] = Field(
         default="openai",
         description="The request format the conversation is sent in (its messages here are OpenAI chat): "
         "it decides the default policy.",
@@ -144,10 +145,26 @@ class SearchRequest(_Source):
     state: Any = _STATE_FIELD
 
 
+class FixedTool(BaseModel):
+    """A tool of shortlist's own that the client offers beside ``block`` (its definition)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
 class OfferResponse(BaseModel):
     """One turn's offer (``Offer.to_dict()``); send ``state`` back with the next turn."""
 
     policy: str
+    bridge: bool = Field(
+        description="Chat completions under `deferred`: loaded tools are called through `call_tool` "
+        "(`fixed_tools` has its definition), never added to the tools array."
+    )
+    fixed_tools: list[FixedTool] = Field(
+        description="The definitions to offer beside `block`'s tools: `find_tools` when `search_tool`, "
+        "`call_tool` when `bridge`."
+    )
     block: list[str] = Field(description="Ids in the tools block this turn, pins included, in order.")
     loaded: list[str] = Field(description="Ids already loaded into the history by earlier searches.")
     deferred: list[str] = Field(description="Ids reachable only through the search tool this turn.")
@@ -233,7 +250,7 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
         text = query if isinstance(query, str) else last_user_text(query)
         service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block, key=key)
-    return FastJSONResponse(decided.to_dict())
+    return FastJSONResponse(offer_json(decided, body.format))
 
 
 @router.post(
