@@ -63,6 +63,9 @@ from shortlist.runtime import Conversation, Pack, Tool  # noqa: E402
 from shortlist.runtime.context import DEFAULT_LOW_WATER  # noqa: E402
 from shortlist.tokens import default_counter  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared replaying model
+from _replay import answer, callable_tools  # noqa: E402
+
 _PROSE = (
     "the team reviewed each option carefully before settling on a plan that balanced cost speed and risk "
     "while keeping every stakeholder informed about progress milestones budgets schedules dependencies "
@@ -145,45 +148,6 @@ def _tools(state: dict[str, Any]) -> list[Tool]:
     return [make(f"lookup_{t}") for t in TOPICS]
 
 
-def _answer(fmt: str, text: str, call: tuple[str, str] | None = None, bridged: bool = False) -> dict[str, Any]:
-    if fmt == "anthropic":
-        if call is not None:
-            return {"content": [{"type": "tool_use", "id": call[1], "name": call[0], "input": {"id": "x"}}]}
-        return {"content": [{"type": "text", "text": text}]}
-    if call is not None:
-        name, args = call[0], {"id": "x"}
-        if bridged:  # chat completions' fixed surface: every call goes through call_tool
-            name, args = "call_tool", {"name": name, "arguments": args}
-        fn = {"name": name, "arguments": json.dumps(args)}
-        return {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": call[1], "type": "function", "function": fn}],
-        }
-    return {"role": "assistant", "content": text}
-
-
-def _callable(request: Mapping[str, Any], fmt: str) -> list[str]:
-    if fmt == "anthropic":
-        names = [t["name"] for t in request.get("tools", []) if not t.get("defer_loading")]
-        names += [
-            r["tool_name"]
-            for m in request["messages"]
-            if isinstance(m.get("content"), list)
-            for b in m["content"]
-            if b.get("type") == "tool_result" and isinstance(b.get("content"), list)
-            for r in b["content"]
-            if r.get("type") == "tool_reference"
-        ]
-    else:
-        names = [t["function"]["name"] for t in request.get("tools", [])]
-        if "call_tool" in names:  # the bridge: the tools the find_tools results carried
-            for m in request["messages"]:
-                if m["role"] == "tool" and isinstance(m.get("content"), str) and m["content"].startswith('{"found"'):
-                    names += [d["name"] for d in json.loads(m["content"])["found"] if isinstance(d, dict)]
-    return [n for n in dict.fromkeys(names) if n.startswith("lookup_")]
-
-
 SETTINGS: dict[str, dict[str, Any]] = {
     "rare+facts": {},
     "rare": {"keep_facts": False},
@@ -204,12 +168,11 @@ def run_trace(
         requests.append(json.loads(json.dumps(req)))
         turn = turns[state["turn"]]
         if "tool_result" in turn and not state.get("called"):
-            host = _callable(req, fmt)
+            host = [n for n in callable_tools(req, fmt) if n.startswith("lookup_")]
             if host:
                 state["called"], state["result"] = True, turn["tool_result"]
-                bridged = any(t.get("function", {}).get("name") == "call_tool" for t in req.get("tools", []))
-                return _answer(fmt, "", (host[0], f"c{len(requests)}"), bridged)
-        return _answer(fmt, str(turn["answer"]))
+                return answer(fmt, "", (host[0], f"c{len(requests)}"), req, {"id": "x"})
+        return answer(fmt, str(turn["answer"]))
 
     pack = Pack(system_prompt="You are a support agent for a logistics company.", tools=_tools(state))
     conv = Conversation(

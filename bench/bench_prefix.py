@@ -45,6 +45,9 @@ from shortlist.memory import InMemoryStore, Memory  # noqa: E402
 from shortlist.retrieval import CorpusRetriever, Document  # noqa: E402
 from shortlist.runtime import Conversation, Pack, Tool  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared replaying model
+from _replay import answer, callable_tools  # noqa: E402
+
 VERBS = ["get", "list", "create", "update", "delete", "search"]
 NOUNS = ["invoice", "order", "customer", "ticket", "flight", "hotel", "weather", "stock", "email", "calendar"]
 _PROSE = (
@@ -146,68 +149,6 @@ def prefix_breaks(requests: Sequence[Mapping[str, Any]], fmt: str) -> list[tuple
     return out
 
 
-def _answer(
-    fmt: str, text: str, call: tuple[str, str] | None = None, request: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    if fmt == "openai-responses":
-        if call is not None:
-            item = {"type": "function_call", "call_id": call[1], "name": call[0], "arguments": '{"id": "42"}'}
-            return {"status": "completed", "output": [item]}
-        text_item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-        return {"status": "completed", "output": [text_item]}
-    bridged = request is not None and any(
-        t.get("function", {}).get("name") == "call_tool" for t in request.get("tools", [])
-    )
-    if fmt == "anthropic":
-        if call is not None:
-            return {"content": [{"type": "tool_use", "id": call[1], "name": call[0], "input": {"id": "42"}}]}
-        return {"content": [{"type": "text", "text": text}]}
-    if call is not None:
-        name, args = call[0], {"id": "42"}
-        if bridged:  # the fixed surface: every call goes through call_tool
-            name, args = "call_tool", {"name": name, "arguments": args}
-        fn = {"name": name, "arguments": json.dumps(args)}
-        return {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": call[1], "type": "function", "function": fn}],
-        }
-    return {"role": "assistant", "content": text}
-
-
-def _callable(request: Mapping[str, Any], fmt: str) -> list[str]:
-    """Host tools the model can call: in the prompt, or (Anthropic) loaded by a ``tool_reference``."""
-    if fmt == "anthropic":
-        names = [t["name"] for t in request.get("tools", []) if not t.get("defer_loading")]
-        names += [
-            r["tool_name"]
-            for m in request["messages"]
-            for b in m["content"]
-            if b.get("type") == "tool_result" and isinstance(b.get("content"), list)
-            for r in b["content"]
-            if r.get("type") == "tool_reference"
-        ]
-    elif fmt == "openai-responses":
-        names = [
-            t["name"] for t in request.get("tools", []) if t.get("type") == "function" and not t.get("defer_loading")
-        ]
-        names += [
-            t["name"]
-            for item in request["input"]
-            if item.get("type") == "tool_search_output"
-            for group in item["tools"]
-            for t in group.get("tools", [group])
-        ]
-    else:
-        names = [t["function"]["name"] for t in request.get("tools", [])]
-        if "call_tool" in names:  # the bridge: what find_tools results carried
-            for m in request["messages"]:
-                if m["role"] == "tool" and isinstance(m.get("content"), str) and m["content"].startswith('{"found"'):
-                    names += [d["name"] for d in json.loads(m["content"])["found"] if isinstance(d, dict)]
-    skip = ("memory__", "skill__", "find_tools", "call_tool")
-    return [n for n in dict.fromkeys(names) if not n.startswith(skip)]
-
-
 def _turn_start(request: Mapping[str, Any], fmt: str) -> bool:
     """The request opens a turn: its last message is the user's, or the runtime's prefetched search."""
     if fmt == "openai-responses":
@@ -230,10 +171,10 @@ def grounding(fmt: str) -> dict[str, Any]:
 
     def model(req: dict[str, Any]) -> dict[str, Any]:
         requests.append(json.loads(json.dumps(req)))
-        host = _callable(req, fmt)
+        host = callable_tools(req, fmt)
         if len(requests) == 3 and host and _turn_start(req, fmt):  # one turn calls a tool
-            return _answer(fmt, "", (host[0], f"call{len(requests)}"), req)
-        return _answer(fmt, "Here is what the documents say.")
+            return answer(fmt, "", (host[0], f"call{len(requests)}"), req)
+        return answer(fmt, "Here is what the documents say.")
 
     store = InMemoryStore()
     scope = {"user_id": "bench"}
@@ -294,11 +235,11 @@ def long_conversation(fmt: str, turns: int, budget: int, seed: int, needles: boo
 
     def model(req: dict[str, Any]) -> dict[str, Any]:
         requests.append(json.loads(json.dumps(req)))
-        host = _callable(req, fmt)
+        host = callable_tools(req, fmt)
         if len(requests) % 4 == 1 and host and _turn_start(req, fmt):  # about every third turn
-            return _answer(fmt, "", (host[0], f"c{len(requests)}"), req)
+            return answer(fmt, "", (host[0], f"c{len(requests)}"), req)
         fact = said[turn[0]] + " " if turn[0] < len(said) else ""
-        return _answer(fmt, f"Answer: {fact}" + _words(rng, ANSWER_WORDS))
+        return answer(fmt, f"Answer: {fact}" + _words(rng, ANSWER_WORDS))
 
     conv = _conversation(Pack(tools=_tools()), fmt, model, max_tokens=budget)
     reports = []
