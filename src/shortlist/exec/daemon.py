@@ -1,7 +1,7 @@
 """The exec-selector daemon: keep a selector warm and answer spawned thin clients over a UNIX socket.
 
 ``shortlist exec-selector --daemon SOCKET`` loads its registry once (the model, the catalog's
-vectors in memory) and answers each connection with :func:`~shortlist.exec.server.answer`,
+vectors in memory) and answers each connection with :func:`~shortlist.exec.receiver.answer`,
 the same core as the spawned and worker modes. A spawned ``shortlist exec-selector`` that
 is told the socket (``--connect SOCKET`` or ``SHORTLIST_EXEC_SOCKET``) forwards its stdin
 here instead of loading anything (see ``shortlist.cli.exec_selector``).
@@ -46,7 +46,7 @@ from shortlist._localsock import UntrustedSocket, check_peer, default_socket_pat
 from shortlist.errors import ConfigError
 from shortlist.events import emit
 from shortlist.exec.events import ExecSocketRefused
-from shortlist.exec.server import _failed, answer
+from shortlist.exec.server import _failed, answer_quietly
 from shortlist.selection.base import Selector
 from shortlist.selection.registry import SelectorRegistry
 from shortlist.types import Candidate, Query
@@ -115,7 +115,7 @@ class ExecDaemon:
             return STATUS_REFUSED, _error(f"{type(exc).__name__}: {exc}")
         try:
             with self._answering:
-                out = answer(selector, body)[0]
+                out = answer_quietly(selector, body)[0]
         except Exception as exc:  # the request or the selector failed: the client exits 1, as in-process
             logger.debug("exec daemon request failed", exc_info=True)
             return STATUS_ERROR, _error(_failed(exc, None, worker=False))
