@@ -49,7 +49,6 @@ from shortlist.exec.events import ExecSocketRefused
 from shortlist.exec.server import _failed, answer_quietly
 from shortlist.selection.base import Selector
 from shortlist.selection.registry import SelectorRegistry
-from shortlist.types import Candidate, Query
 
 __all__ = ["MAX_REQUEST_BYTES", "STATUS_ERROR", "STATUS_OK", "STATUS_REFUSED", "ExecDaemon", "run_daemon"]
 
@@ -90,10 +89,9 @@ class ExecDaemon:
         self._answering = threading.Lock()
 
     def warm(self) -> None:
-        """Resolve the default selector and run it once, so the first client does not pay the model load."""
-        selector = self.registry.get(self.default)
-        probe = [Candidate(id="warm_up", description="warm up the selector"), Candidate(id="other", description="x")]
-        selector.select(Query(text="warm up", kind="tool", k=1), probe)
+        """Resolve the default selector and prepare it (:meth:`Selector.prepare`: its model loads), so the
+        first client does not pay the model load."""
+        self.registry.get(self.default).prepare(())
 
     def handle(self, header: bytes, body: bytes) -> tuple[bytes, bytes]:
         """Answer one request: ``(status, body)``."""

@@ -8,7 +8,7 @@ request gets the same answer, byte for byte, whichever surface receives it. The 
 * the request is parsed by :func:`~shortlist.exec.protocol.parse_request` (the Go reference's
   capitalised keys accepted); one it refuses raises :class:`RequestRefused`;
 * candidates that repeat an id collapse before the selector sees them, the first one kept
-  (ids are a set, as in the reference);
+  (ids are a set, as in PromptKit);
 * ``k`` is read by :func:`~shortlist.exec.protocol.selector_k` (0, or at least the
   candidates' count, lets the selector choose);
 * the answer is the selector's own (no narrowing, no pins), encoded by

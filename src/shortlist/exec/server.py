@@ -4,9 +4,10 @@ Single-shot (the reference's spawn-per-call): read one request from stdin until 
 write one response on stdout, exit 0; on a bad request or a failing selector write
 ``{"error": "..."}`` on stderr and exit 1, so the calling runtime falls back.
 
-Warm-up (``--warm --catalog FILE``, :func:`warm_cache`): answer one request over that catalog
-and exit, so the model's optimised graph and the catalog's vectors are in the persistent cache
-before the first spawned call (a fresh machine's calls then fit a 3 s deadline).
+Warm-up (``--warm --catalog FILE``, :func:`warm_cache`): prepare the selector for that catalog
+(:meth:`~shortlist.selection.base.Selector.prepare`) and exit, so the model's optimised graph and
+the catalog's vectors are in the persistent cache before the first spawned call (a fresh
+machine's calls then fit a 3 s deadline).
 
 Worker (``--worker``): one request per line, one response per line (echoing the request's
 ``id``), until EOF; a bad line or a failing selector is answered ``{"id": ..., "error":
@@ -176,7 +177,6 @@ def warm_cache(catalog: str, *, selector: str | None = None, config: str | None 
     from shortlist.config import load_runtime_config
     from shortlist.embeddings.cache import cache_location
     from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
-    from shortlist.types import Query
 
     candidates = _warm_candidates(catalog)
     started = time.monotonic()
@@ -185,7 +185,7 @@ def warm_cache(catalog: str, *, selector: str | None = None, config: str | None 
     try:
         name = selector or DEFAULT_SELECTOR
         with contextlib.redirect_stdout(sys.stderr):
-            registry.get(name).select(Query(text="warm up", kind="tool", k=1), candidates)
+            registry.get(name).prepare(candidates)
     finally:
         registry.close()
     summary = {

@@ -267,13 +267,13 @@ class Shortlist:
     def warm(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> None:
         """Build the selector for ``kind`` and prepare it for ``candidates`` (default: the catalog).
 
-        A built-in ranker loads its model and indexes the candidates (one untimed ranking of
-        a stand-in query); other selectors are only built. Raises what building raises
-        (:class:`~shortlist.errors.ConfigError`); a failing ranking is logged, and the turn
-        that follows falls back observably as it would anyway.
+        The selector's :meth:`~shortlist.selection.base.Selector.prepare` runs untimed: a
+        built-in ranker loads its model and indexes the candidates; other selectors are only
+        built. Raises what building raises (:class:`~shortlist.errors.ConfigError`); a failing
+        warm-up is logged, and the turn that follows falls back observably as it would anyway.
         """
         kind = kind or self.kind
-        _warm_leaf(_ranker_leaf(self.selector_for(kind)), kind, self._candidates(candidates, kind))
+        _warm_leaf(self.selector_for(kind), self._candidates(candidates, kind))
 
     def _warm_key(self, selector: Selector | None, cands: Sequence[Candidate]) -> tuple[int, int] | None:
         """The key of (selector, catalog) when a warm-up is due: a ranker under a deadline, not yet warmed."""
@@ -294,7 +294,7 @@ class Shortlist:
         with self._warm_lock:
             if key in self._warmed:
                 return
-            _warm_leaf(_ranker_leaf(selector), kind, cands)
+            _warm_leaf(selector, cands)
             self._warmed[key] = None
             while len(self._warmed) > _WARMED_SLOTS:
                 del self._warmed[next(iter(self._warmed))]
@@ -318,12 +318,12 @@ class Shortlist:
         self.close()
 
 
-def _warm_leaf(leaf: Selector | None, kind: str, cands: Sequence[Candidate]) -> None:
-    """Rank a stand-in query with ``leaf`` (untimed): its model loads and ``cands`` are indexed."""
+def _warm_leaf(leaf: Selector | None, cands: Sequence[Candidate]) -> None:
+    """Prepare ``leaf`` for ``cands`` (untimed, :meth:`Selector.prepare`): its model loads, ``cands`` are indexed."""
     if leaf is None or not cands:
         return
     try:
-        leaf.select(Query(text="warm up", kind=kind), cands)
+        leaf.prepare(cands)
     except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
         logger.debug("warm-up of selector %s failed: %s", leaf.name, exc)
 

@@ -80,6 +80,10 @@ class WrapperSelector(Selector):
         """Ask the wrapped selector (its own async path)."""
         return await self.wrapped.aselect(query, candidates)
 
+    def prepare(self, candidates: Sequence[Candidate]) -> None:
+        """Prepare the wrapped selector (no deadline, breaker or fallback applies to a warm-up)."""
+        self.wrapped.prepare(candidates)
+
     def close(self) -> None:
         """Close the wrapped selector."""
         self.wrapped.close()
