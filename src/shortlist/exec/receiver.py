@@ -28,7 +28,7 @@ from shortlist.exec.protocol import encode_response, parse_request, selector_k
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate, Query, Selection
 
-__all__ = ["CandidateRefs", "Received", "RequestRefused", "aanswer", "answer", "receive", "reply"]
+__all__ = ["CandidateRefs", "Received", "RequestRefused", "aanswer", "answer", "receive"]
 
 
 class RequestRefused(ValueError):
@@ -118,7 +118,7 @@ def receive(raw: bytes | str, refs: CandidateRefs | None = None) -> Received:
     return Received(selector_k(req.query, distinct), distinct, req.id, kept)
 
 
-def reply(selection: Selection, received: Received) -> bytes:
+def _reply(selection: Selection, received: Received) -> bytes:
     """The response document (one line, no newline) answering ``received`` with ``selection``."""
     return encode_response(selection, request_id=received.id, candidates_ref=received.kept)
 
@@ -139,7 +139,7 @@ def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = No
         Exception: whatever the selector raised (``SelectorTimeout`` past its deadline).
     """
     received = receive(raw, refs)
-    return reply(selector.select(received.query, received.candidates), received), received.id
+    return _reply(selector.select(received.query, received.candidates), received), received.id
 
 
 async def aanswer(
@@ -149,4 +149,4 @@ async def aanswer(
     if not isinstance(received, Received):
         received = receive(received, refs)
     selection = await selector.aselect(received.query, received.candidates)
-    return reply(selection, received), received.id
+    return _reply(selection, received), received.id
