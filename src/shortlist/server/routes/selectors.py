@@ -12,7 +12,6 @@ A body that is not a valid request answers 422 ``invalid_request``, one nested d
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -20,6 +19,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.exec.protocol import DocumentTooDeep, WireRequest, WireResponse
 from shortlist.exec.receiver import RequestRefused, aanswer, receive
+from shortlist.selection.wrappers import with_deadline
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
@@ -84,10 +84,10 @@ async def select_with(name: str, request: Request) -> Response:
             f"{len(received.candidates)} candidates sent; this server accepts at most {state.settings.max_candidates}",
         )
     query = received.query
-    selector = state.shortlist.registry.get(name)
-    timeout = state.shortlist.policy.timeout_s
+    # spec.selection.timeout_ms, as on /v1/select: a TimeoutSelector (the one deadline mechanism)
+    selector = with_deadline(state.shortlist.registry.get(name), state.shortlist.policy.timeout_s)
     try:
-        body = (await asyncio.wait_for(aanswer(selector, received), timeout=timeout))[0]
+        body = (await aanswer(selector, received))[0]
     except (TimeoutError, SelectorTimeout) as exc:
         state.metrics.observe_selection(query.kind, name, "timeout")
         return _wire_error(504, f"selector {name!r} timed out: {exc}" if str(exc) else f"selector {name!r} timed out")
