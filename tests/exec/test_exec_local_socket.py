@@ -39,7 +39,7 @@ from shortlist.errors import ConfigError
 from shortlist.events import Event, add_event_hook, remove_event_hook
 from shortlist.exec.daemon import ExecDaemon, _claim
 from shortlist.exec.events import ExecSocketRefused
-from shortlist.exec.server import answer
+from shortlist.exec.receiver import answer
 from shortlist.selection.registry import SelectorRegistry, create_builtin_selector
 
 NOBODY = 65534

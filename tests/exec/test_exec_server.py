@@ -15,7 +15,7 @@ from exec_helpers import PYTHON
 import inprocess
 from shortlist.events import Event
 from shortlist.exec import ExecSelector, ExecSpawned
-from shortlist.exec.server import answer, serve_worker
+from shortlist.exec.server import answer_quietly, serve_worker
 from shortlist.selection.base import FunctionSelector
 from shortlist.selection.narrowing import narrow
 from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
@@ -131,7 +131,8 @@ def test_selector_prints_cannot_corrupt_stdout() -> None:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         sys_stderr = sys.stderr
-        out, rid = answer(FunctionSelector(noisy), '{"id": 3, "query": {"text": "x"}, "candidates": [{"id": "a"}]}')
+        doc = '{"id": 3, "query": {"text": "x"}, "candidates": [{"id": "a"}]}'
+        out, rid = answer_quietly(FunctionSelector(noisy), doc)
         assert sys.stderr is sys_stderr
     assert json.loads(out) == {"id": 3, "selected": ["a"], "reason": "", "scores": None}
     assert rid == 3

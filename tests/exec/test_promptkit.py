@@ -29,7 +29,7 @@ from shortlist.config import parse_runtime_config
 from shortlist.errors import ConfigError
 from shortlist.exec.daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
 from shortlist.exec.protocol import decode_request, selector_k
-from shortlist.exec.server import answer
+from shortlist.exec.receiver import answer
 from shortlist.selection.base import FunctionSelector
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry, create_builtin_selector
 from shortlist.types import Candidate, Query

@@ -35,6 +35,9 @@ class Flaky(Selector):
             raise RuntimeError("the embedding endpoint refused the connection")
         return Selection(selected=tuple(c.id for c in candidates[:3]))
 
+    def prepare(self, candidates: Sequence[Candidate]) -> None:  # the warm-up: builds its index, fails while broken
+        self.select(Query("warm up"), candidates)
+
 
 def test_readyz_fails_while_the_warm_up_failed_and_recovers_on_a_retry() -> None:
     settings = ServerSettings(catalogs={"ex": str(EXAMPLE_CATALOG)}, selector="flaky")

@@ -591,7 +591,7 @@ def _run_conversations(
     shortlist = Shortlist(catalog, selector=selector)
     with progress, _progress_listening(progress):  # the model load and the index, before the replay's bars
         progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")
-        shortlist.select("warm up the index")
+        shortlist.warm()
 
     def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
         prefetch = args.prefetch if policy == "deferred" else 0

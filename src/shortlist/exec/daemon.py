@@ -1,7 +1,7 @@
 """The exec-selector daemon: keep a selector warm and answer spawned thin clients over a UNIX socket.
 
 ``shortlist exec-selector --daemon SOCKET`` loads its registry once (the model, the catalog's
-vectors in memory) and answers each connection with :func:`~shortlist.exec.server.answer`,
+vectors in memory) and answers each connection with :func:`~shortlist.exec.receiver.answer`,
 the same core as the spawned and worker modes. A spawned ``shortlist exec-selector`` that
 is told the socket (``--connect SOCKET`` or ``SHORTLIST_EXEC_SOCKET``) forwards its stdin
 here instead of loading anything (see ``shortlist.cli.exec_selector``).
@@ -46,10 +46,9 @@ from shortlist._localsock import UntrustedSocket, check_peer, default_socket_pat
 from shortlist.errors import ConfigError
 from shortlist.events import emit
 from shortlist.exec.events import ExecSocketRefused
-from shortlist.exec.server import _failed, answer
+from shortlist.exec.server import _failed, answer_quietly
 from shortlist.selection.base import Selector
 from shortlist.selection.registry import SelectorRegistry
-from shortlist.types import Candidate, Query
 
 __all__ = ["MAX_REQUEST_BYTES", "STATUS_ERROR", "STATUS_OK", "STATUS_REFUSED", "ExecDaemon", "run_daemon"]
 
@@ -90,10 +89,9 @@ class ExecDaemon:
         self._answering = threading.Lock()
 
     def warm(self) -> None:
-        """Resolve the default selector and run it once, so the first client does not pay the model load."""
-        selector = self.registry.get(self.default)
-        probe = [Candidate(id="warm_up", description="warm up the selector"), Candidate(id="other", description="x")]
-        selector.select(Query(text="warm up", kind="tool", k=1), probe)
+        """Resolve the default selector and prepare it (:meth:`Selector.prepare`: its model loads), so the
+        first client does not pay the model load."""
+        self.registry.get(self.default).prepare(())
 
     def handle(self, header: bytes, body: bytes) -> tuple[bytes, bytes]:
         """Answer one request: ``(status, body)``."""
@@ -115,7 +113,7 @@ class ExecDaemon:
             return STATUS_REFUSED, _error(f"{type(exc).__name__}: {exc}")
         try:
             with self._answering:
-                out = answer(selector, body)[0]
+                out = answer_quietly(selector, body)[0]
         except Exception as exc:  # the request or the selector failed: the client exits 1, as in-process
             logger.debug("exec daemon request failed", exc_info=True)
             return STATUS_ERROR, _error(_failed(exc, None, worker=False))

@@ -4,16 +4,18 @@ Single-shot (the reference's spawn-per-call): read one request from stdin until 
 write one response on stdout, exit 0; on a bad request or a failing selector write
 ``{"error": "..."}`` on stderr and exit 1, so the calling runtime falls back.
 
-Warm-up (``--warm --catalog FILE``, :func:`warm_cache`): answer one request over that catalog
-and exit, so the model's optimised graph and the catalog's vectors are in the persistent cache
-before the first spawned call (a fresh machine's calls then fit a 3 s deadline).
+Warm-up (``--warm --catalog FILE``, :func:`warm_cache`): prepare the selector for that catalog
+(:meth:`~shortlist.selection.base.Selector.prepare`) and exit, so the model's optimised graph and
+the catalog's vectors are in the persistent cache before the first spawned call (a fresh
+machine's calls then fit a 3 s deadline).
 
 Worker (``--worker``): one request per line, one response per line (echoing the request's
 ``id``), until EOF; a bad line or a failing selector is answered ``{"id": ..., "error":
 "..."}`` and the loop goes on. Requests may use the Go reference's capitalised keys.
 
-While the selector runs, anything it prints goes to stderr, so stdout carries only
-protocol documents.
+Every mode answers through the one receiver (:mod:`shortlist.exec.receiver`), which also
+serves ``POST /v1/selectors/{name}:select``. While the selector runs, anything it prints goes
+to stderr, so stdout carries only protocol documents.
 """
 
 from __future__ import annotations
@@ -22,19 +24,17 @@ import contextlib
 import json
 import logging
 import sys
-from collections import OrderedDict
 from typing import IO, Any
 
 from shortlist.events import emit
 from shortlist.exec.events import ExecRequestFailed
-from shortlist.exec.protocol import encode_response, parse_request, request_id_of, selector_k
+from shortlist.exec.protocol import parse_request, request_id_of
+from shortlist.exec.receiver import CandidateRefs, RequestRefused, answer
 from shortlist.selection.base import Selector
 from shortlist.types import Candidate
 
 __all__ = [
-    "CandidateRefs",
-    "RequestRefused",
-    "answer",
+    "answer_quietly",
     "run_exec_selector",
     "serve_once",
     "serve_worker",
@@ -44,73 +44,15 @@ __all__ = [
 logger = logging.getLogger("shortlist.exec")
 
 
-class RequestRefused(ValueError):
-    """The request document was refused (not JSON, nested too deep, wrongly typed, an unknown ref).
+def answer_quietly(
+    selector: Selector, raw: bytes | str, refs: CandidateRefs | None = None
+) -> tuple[bytes, int | str | None]:
+    """:func:`~shortlist.exec.receiver.answer`, with anything the selector prints sent to stderr.
 
-    Its text names the parser's own error (``DocumentTooDeep: request nests ...``).
+    Stdout carries only protocol documents.
     """
-
-    def __init__(self, cause: ValueError) -> None:
-        super().__init__(f"{type(cause).__name__}: {cause}")
-
-
-class CandidateRefs:
-    """The candidate lists a worker kept, by ``candidates_ref`` (the most recent few)."""
-
-    def __init__(self, size: int = 4) -> None:
-        self._size = size
-        self._lists: OrderedDict[str, list[Candidate]] = OrderedDict()
-
-    def put(self, ref: str, candidates: list[Candidate]) -> None:
-        """Remember ``candidates`` under ``ref``."""
-        self._lists[ref] = candidates
-        self._lists.move_to_end(ref)
-        while len(self._lists) > self._size:
-            self._lists.popitem(last=False)
-
-    def get(self, ref: str) -> list[Candidate] | None:
-        """The list kept under ``ref``, or None."""
-        found = self._lists.get(ref)
-        if found is not None:
-            self._lists.move_to_end(ref)
-        return found
-
-
-def answer(selector: Selector, raw: bytes | str, refs: CandidateRefs | None = None) -> tuple[bytes, int | str | None]:
-    """Answer one request document with ``selector``.
-
-    Args:
-        selector: the selector to ask.
-        raw: the request document.
-        refs: worker mode: candidate lists kept across requests (``candidates_ref``).
-
-    Returns:
-        The encoded response (one line, no newline) and the request's id.
-
-    Raises:
-        RequestRefused: the request is not a valid protocol v1 document (not JSON, nested
-            deeper than ``MAX_DEPTH``, a wrongly typed field), or names an unknown
-            ``candidates_ref`` without sending the candidates. A ValueError.
-        Exception: whatever the selector raised.
-    """
-    try:
-        req = parse_request(raw)
-    except ValueError as exc:
-        raise RequestRefused(exc) from None
-    candidates = req.candidates
-    kept: str | None = None
-    if refs is not None and req.candidates_ref:
-        if req.has_candidates:
-            refs.put(req.candidates_ref, candidates)
-        else:
-            found = refs.get(req.candidates_ref)
-            if found is None:
-                raise RequestRefused(ValueError(f"unknown candidates_ref {req.candidates_ref!r}; send the candidates"))
-            candidates = found
-        kept = req.candidates_ref
     with contextlib.redirect_stdout(sys.stderr):
-        selection = selector.select(selector_k(req.query, candidates), candidates)
-    return encode_response(selection, request_id=req.id, candidates_ref=kept), req.id
+        return answer(selector, raw, refs)
 
 
 def _error_doc(message: str, request_id: Any = None) -> bytes:
@@ -131,7 +73,7 @@ def serve_once(selector: Selector, stdin: IO[bytes], stdout: IO[bytes], stderr: 
     """Read one request until EOF, write one response; return the exit code (0, or 1 on error)."""
     raw = stdin.read()
     try:
-        out = answer(selector, raw)[0]
+        out = answer_quietly(selector, raw)[0]
     except Exception as exc:  # reported to the caller as a JSON error on stderr and exit 1, and as an event
         logger.debug("exec-selector request failed", exc_info=True)
         stderr.write(_error_doc(_failed(exc, None, worker=False)) + b"\n")
@@ -153,7 +95,7 @@ def serve_worker(selector: Selector, stdin: IO[bytes], stdout: IO[bytes]) -> int
         if not line.strip():
             continue
         try:
-            out = answer(selector, line, refs)[0]
+            out = answer_quietly(selector, line, refs)[0]
         except Exception as exc:  # answered in-band and reported as an event: the worker keeps serving
             request_id = request_id_of(line)
             out = _error_doc(_failed(exc, request_id, worker=True), request_id)
@@ -235,7 +177,6 @@ def warm_cache(catalog: str, *, selector: str | None = None, config: str | None 
     from shortlist.config import load_runtime_config
     from shortlist.embeddings.cache import cache_location
     from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
-    from shortlist.types import Query
 
     candidates = _warm_candidates(catalog)
     started = time.monotonic()
@@ -244,7 +185,7 @@ def warm_cache(catalog: str, *, selector: str | None = None, config: str | None 
     try:
         name = selector or DEFAULT_SELECTOR
         with contextlib.redirect_stdout(sys.stderr):
-            registry.get(name).select(Query(text="warm up", kind="tool", k=1), candidates)
+            registry.get(name).prepare(candidates)
     finally:
         registry.close()
     summary = {

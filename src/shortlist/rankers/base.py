@@ -22,6 +22,14 @@ __all__ = ["Abstention", "Ranker", "Scores", "candidate_text"]
 
 Scores = npt.NDArray[np.float64]
 
+#: The stand-in query of :meth:`Ranker.prepare` (the one warm-up ranking).
+WARM_UP_QUERY = "warm up"
+#: What :meth:`Ranker.prepare` ranks when it is given no catalog (the model loads all the same).
+WARM_UP_CANDIDATES = (
+    Candidate(id="warm_up_send_email", description="Send an email to a recipient."),
+    Candidate(id="warm_up_weather", description="Get the weather forecast for a city."),
+)
+
 
 def candidate_text(c: Candidate) -> str:
     """The text a ranker embeds or indexes for ``c``: ``"<name>: <description>"``."""
@@ -91,6 +99,14 @@ class Ranker(Selector):
         """
         scores = self.score(query, candidates)
         return scores, scores
+
+    def prepare(self, candidates: Sequence[Candidate]) -> None:
+        """Load the model and index ``candidates`` (empty: a stand-in catalog) with one untimed ranking.
+
+        The one warm-up of every ranker: a ranking of :data:`WARM_UP_QUERY` builds what a
+        turn's ranking needs (the model, the candidates' vectors or index) and caches it.
+        """
+        self.select(Query(WARM_UP_QUERY), candidates or WARM_UP_CANDIDATES)
 
     def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Score, apply abstention, take the top ``k`` (fixed or adaptive)."""

@@ -39,7 +39,8 @@ class Selector(ABC):
 
     Subclasses implement :meth:`select`. :meth:`aselect` runs it in a worker thread unless
     overridden with a native coroutine. :meth:`init` is called exactly once before use by
-    the registry; :meth:`close` releases processes or connections.
+    the registry; :meth:`prepare` warms it for a catalog ahead of a turn; :meth:`close`
+    releases processes or connections.
     """
 
     #: The name the selector is registered and reported under.
@@ -58,6 +59,14 @@ class Selector(ABC):
     async def aselect(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
         """Async twin of :meth:`select`."""
         return await asyncio.to_thread(self.select, query, candidates)
+
+    def prepare(self, candidates: Sequence[Candidate]) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Do ahead of a turn, untimed, what ranking ``candidates`` first needs: the one warm-up.
+
+        A ranker loads its model and indexes ``candidates`` (empty: a stand-in catalog, for
+        the model alone); the default does nothing. The facade, the service, the exec daemon
+        and the evaluation all warm a selector through this. Raises what loading raises.
+        """
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources (processes, connections). Idempotent."""

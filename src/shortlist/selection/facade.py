@@ -4,19 +4,17 @@ It binds a catalog, a selector (by name, instance, or the runtime config's bindi
 narrowing policy, and answers :meth:`Shortlist.select` with a
 :class:`~shortlist.selection.TurnSelection` through :func:`~shortlist.selection.narrow`.
 
-Two things happen around a turn here, so every deployment gets them: the candidates carry
-the usage examples of a feedback log when one is bound (``examples=`` or the config's
-``selection.examples``), and a built-in ranker under a deadline (``selection.timeout_ms``,
-a selector's ``timeout_ms``) is warmed once per catalog *outside* it — the model load and
-the catalog's embedding are start-up work, not the turn's, so a cold first turn narrows
-instead of timing out. The deadline still bounds the turn's own work (the query).
+Around a turn the candidates carry the usage examples of a feedback log when one is bound
+(``examples=`` or the config's ``selection.examples``), so every deployment gets them. A
+deadline (``selection.timeout_ms``, a selector's ``timeout_ms``) is a
+:class:`~shortlist.selection.wrappers.TimeoutSelector`, which also keeps a ranker's start-up
+work (the model load, the catalog's embedding) outside it; :meth:`Shortlist.warm` does that
+work ahead of the first turn.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +35,7 @@ from shortlist.selection.narrowing import (
 )
 from shortlist.selection.query import last_user_text
 from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
+from shortlist.selection.wrappers import with_deadline
 from shortlist.types import Candidate, Query
 
 if TYPE_CHECKING:
@@ -53,7 +52,6 @@ class _Default:
 #: Use the config's binding for the kind, else the built-in default selector.
 DEFAULT: Any = _Default()
 _INHERIT: Any = _Default()
-_WARMED_SLOTS = 64  # catalogs remembered as warmed per binding
 
 logger = logging.getLogger("shortlist.selection")
 
@@ -117,8 +115,6 @@ class Shortlist:
         self.catalog: tuple[Candidate, ...] = tuple(catalog or ())
         self._selector_arg = selector
         self._owns_registry = True
-        self._warmed: dict[tuple[int, int], None] = {}
-        self._warm_lock = threading.Lock()
         self._owns_examples = False
         self.examples: FeedbackStore | None = None
         configured = self.config.spec.selection.examples
@@ -199,8 +195,6 @@ class Shortlist:
         twin.catalog = tuple(self.catalog if catalog is None else catalog)
         twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
         twin._owns_registry = False
-        twin._warmed = self._warmed
-        twin._warm_lock = self._warm_lock
         twin.examples = self.examples
         twin._owns_examples = False
         return twin
@@ -233,7 +227,6 @@ class Shortlist:
         q = self._query(query, kind, k)
         selector = self.selector_for(q.kind)
         cands = self._candidates(candidates, q.kind)
-        self._warm_if_due(selector, q.kind, cands)
         return narrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
 
     async def aselect(
@@ -249,8 +242,6 @@ class Shortlist:
         q = self._query(query, kind, k)
         selector = self.selector_for(q.kind)
         cands = self._candidates(candidates, q.kind)
-        if self._warm_key(selector, cands) is not None:
-            await asyncio.to_thread(self._warm_if_due, selector, q.kind, cands)
         return await anarrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
 
     def enrich(self, candidates: Sequence[Candidate], *, kind: str | None = None) -> Sequence[Candidate]:
@@ -262,42 +253,23 @@ class Shortlist:
     def _candidates(self, candidates: Sequence[Candidate] | None, kind: str | None = None) -> Sequence[Candidate]:
         return self.enrich(self.catalog if candidates is None else candidates, kind=kind)
 
-    # -- warm-up outside the deadline -------------------------------------------------------
-
     def warm(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> None:
         """Build the selector for ``kind`` and prepare it for ``candidates`` (default: the catalog).
 
-        A built-in ranker loads its model and indexes the candidates (one untimed ranking of
-        a stand-in query); other selectors are only built. Raises what building raises
-        (:class:`~shortlist.errors.ConfigError`); a failing ranking is logged, and the turn
-        that follows falls back observably as it would anyway.
+        The selector's :meth:`~shortlist.selection.base.Selector.prepare` runs untimed: a
+        built-in ranker loads its model and indexes the candidates; other selectors are only
+        built. Raises what building raises (:class:`~shortlist.errors.ConfigError`); a failing
+        warm-up is logged, and the turn that follows falls back observably as it would anyway.
         """
         kind = kind or self.kind
-        _warm_leaf(_ranker_leaf(self.selector_for(kind)), kind, self._candidates(candidates, kind))
-
-    def _warm_key(self, selector: Selector | None, cands: Sequence[Candidate]) -> tuple[int, int] | None:
-        """The key of (selector, catalog) when a warm-up is due: a ranker under a deadline, not yet warmed."""
+        selector = self.selector_for(kind)
+        cands = self._candidates(candidates, kind)
         if selector is None or not cands:
-            return None
-        if self.policy.timeout_s is None and not _has_deadline(selector):
-            return None
-        leaf = _ranker_leaf(selector)
-        if leaf is None:
-            return None
-        key = (id(leaf), hash(tuple((c.id, c.description, c.examples) for c in cands)))
-        return None if key in self._warmed else key
-
-    def _warm_if_due(self, selector: Selector | None, kind: str, cands: Sequence[Candidate]) -> None:
-        key = self._warm_key(selector, cands)
-        if key is None:
             return
-        with self._warm_lock:
-            if key in self._warmed:
-                return
-            _warm_leaf(_ranker_leaf(selector), kind, cands)
-            self._warmed[key] = None
-            while len(self._warmed) > _WARMED_SLOTS:
-                del self._warmed[next(iter(self._warmed))]
+        try:  # under the policy's deadline, as a turn is: the turn then knows this catalog is prepared
+            with_deadline(selector, self.policy.timeout_s).prepare(cands)
+        except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
+            logger.debug("warm-up of selector %s failed: %s", selector.name, exc)
 
     @property
     def hooks(self) -> tuple[EventHook, ...]:
@@ -316,42 +288,6 @@ class Shortlist:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _warm_leaf(leaf: Selector | None, kind: str, cands: Sequence[Candidate]) -> None:
-    """Rank a stand-in query with ``leaf`` (untimed): its model loads and ``cands`` are indexed."""
-    if leaf is None or not cands:
-        return
-    try:
-        leaf.select(Query(text="warm up", kind=kind), cands)
-    except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
-        logger.debug("warm-up of selector %s failed: %s", leaf.name, exc)
-
-
-def _ranker_leaf(selector: Selector | None) -> Selector | None:
-    """The built-in ranker inside ``selector``'s wrappers (timeout, breaker, fallback), or None."""
-    from shortlist.rankers.base import Ranker
-    from shortlist.selection.wrappers import WrapperSelector
-
-    seen = 0
-    while isinstance(selector, WrapperSelector) and seen < 16:
-        selector = selector.wrapped
-        seen += 1
-    return selector if isinstance(selector, Ranker) else None
-
-
-def _has_deadline(selector: Selector) -> bool:
-    """Whether a :class:`~shortlist.selection.wrappers.TimeoutSelector` wraps ``selector``'s ranker."""
-    from shortlist.selection.wrappers import TimeoutSelector, WrapperSelector
-
-    current: Selector = selector
-    for _ in range(16):
-        if isinstance(current, TimeoutSelector):
-            return True
-        if not isinstance(current, WrapperSelector):
-            return False
-        current = current.wrapped
-    return False
 
 
 def _apply_cache_config(config: RuntimeConfig) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import fnmatch
 import logging
 import threading
@@ -33,7 +32,7 @@ from shortlist import telemetry
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist.selection.base import Selector
-from shortlist.selection.isolation import arun_isolated, run_isolated
+from shortlist.selection.wrappers import with_deadline
 from shortlist.types import FALLBACK_REASONS, Candidate, Query, Selection, TurnSelection
 
 __all__ = [
@@ -100,8 +99,10 @@ class NarrowingPolicy:
             ``"source"`` keeps the catalog order for everything.
         on_abstain: when the selector abstains (nothing fits), ``"all"`` surfaces every
             eligible candidate (the safe default), ``"pins"`` surfaces only the pins.
-        timeout_s: a deadline for in-process selectors (None: no deadline; external
-            selectors enforce their own ``timeout_ms``).
+        timeout_s: a deadline on the selector (None: none), applied as a
+            :class:`~shortlist.selection.wrappers.TimeoutSelector` around it
+            (:func:`~shortlist.selection.wrappers.with_deadline`), which also warms a ranker
+            for a new catalog outside it; an external selector's own ``timeout_ms`` still applies.
     """
 
     pins: PinPolicy = field(default_factory=PinPolicy)
@@ -377,11 +378,9 @@ def _narrow(
     start = time.perf_counter()
     try:
         with _scoped(hooks):  # what the selector's wrappers emit (fallback hops, breaker) reaches ``hooks`` too
-            if policy.timeout_s is None:
-                answer: Any = selector.select(query, rankable)
-            else:  # on the selector's own pool: a hung selector can exhaust only its own threads
-                run = contextvars.copy_context().run  # the scoped hooks follow into the pool thread
-                answer = run_isolated(selector, run, selector.select, query, rankable, timeout_s=policy.timeout_s)
+            # the policy's deadline is a TimeoutSelector: on the selector's own pool (a hung selector
+            # can exhaust only its own threads), its start-up work for a new catalog outside it
+            answer: Any = with_deadline(selector, policy.timeout_s).select(query, rankable)
     except SelectorTimeout as exc:
         elapsed = (time.perf_counter() - start) * 1000
         return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
@@ -425,21 +424,13 @@ async def _anarrow(
     start = time.perf_counter()
     try:
         with _scoped(hooks):  # what the selector's wrappers emit reaches ``hooks`` too
-            if policy.timeout_s is not None and type(selector).aselect is Selector.aselect:  # thread-run, deadline
-                run = contextvars.copy_context().run
-                answer: Any = await arun_isolated(
-                    selector, run, selector.select, query, rankable, timeout_s=policy.timeout_s
-                )
-            else:
-                answer = await asyncio.wait_for(selector.aselect(query, rankable), timeout=policy.timeout_s)
-    except (TimeoutError, SelectorTimeout) as exc:
+            answer: Any = await with_deadline(selector, policy.timeout_s).aselect(query, rankable)
+    except (TimeoutError, SelectorTimeout) as exc:  # a TimeoutError the selector itself raised counts too
         elapsed = (time.perf_counter() - start) * 1000
         err = (
             exc
             if isinstance(exc, SelectorTimeout)
-            else SelectorTimeout(
-                f"in-process selector did not answer within {policy.timeout_s} s", selector=selector.name
-            )
+            else SelectorTimeout(f"selector raised TimeoutError: {exc}".rstrip(": "), selector=selector.name)
         )
         return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
     except asyncio.CancelledError:

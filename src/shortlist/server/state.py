@@ -22,7 +22,7 @@ from shortlist.selection.facade import DEFAULT, Shortlist
 from shortlist.server.decisions import DecisionLog
 from shortlist.server.metrics import ServiceMetrics
 from shortlist.server.settings import ENV_INSTANCE, ServerSettings
-from shortlist.types import Candidate, Query
+from shortlist.types import Candidate
 
 if TYPE_CHECKING:
     from shortlist.embeddings.base import Embedder
@@ -32,12 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["ServiceState", "WarmUpFailed", "open_memory_store"]
 
 logger = logging.getLogger("shortlist.server")
-
-# what a selector warms up on when the service has no catalog of that kind
-_WARM_UP_CANDIDATES = (
-    Candidate(id="warm_up_send_email", description="Send an email to a recipient."),
-    Candidate(id="warm_up_weather", description="Get the weather forecast for a city."),
-)
 
 
 #: Seconds between two retries of a failed warm-up (each started by a ``/readyz`` while it is failing).
@@ -192,13 +186,14 @@ class ServiceState:
         self.ready = True
 
     def _warm(self, kind: str) -> None:
-        """Run ``kind``'s bound selector once on each catalog; record (and report) or clear its failure."""
+        """Prepare ``kind``'s bound selector for each catalog (:meth:`Selector.prepare`); record (and
+        report) or clear its failure. Without a catalog the selector prepares for none (its model)."""
         selector = self.shortlist.selector_for(kind)
         if selector is None:
             return
-        for catalog in [c for c in self.catalogs.values() if c] or [_WARM_UP_CANDIDATES]:
+        for catalog in [c for c in self.catalogs.values() if c] or [()]:
             try:
-                selector.select(Query(text="warm up", kind=kind), self.shortlist.enrich(catalog, kind=kind))
+                selector.prepare(self.shortlist.enrich(catalog, kind=kind))
             except Exception as exc:  # a real request falls back and reports it; start-up goes on, not ready
                 error = f"{type(exc).__name__}: {exc}"
                 self.warm_up_errors[kind] = error

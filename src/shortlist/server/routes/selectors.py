@@ -1,7 +1,9 @@
 """``POST /v1/selectors/{name}:select``: the external-selector wire protocol v1 over HTTP.
 
 The body is a protocol request (the Go reference's capitalised keys accepted), the answer a
-protocol response: this is the selector's own answer, without narrowing or pins. A selector
+protocol response: this is the selector's own answer, without narrowing or pins, given by
+the same receiver as ``shortlist exec-selector`` (:mod:`shortlist.exec.receiver`), so both
+answer a request byte for byte alike. A selector
 that fails answers 502 and one past its deadline 504, both with ``{"error": ...}`` in the
 protocol's response shape, so a runtime calling us falls back as it would for a process.
 A body that is not a valid request answers 422 ``invalid_request``, one nested deeper than
@@ -10,13 +12,14 @@ A body that is not a valid request answers 422 ``invalid_request``, one nested d
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from shortlist.errors import SelectorError, SelectorTimeout
-from shortlist.exec.protocol import DocumentTooDeep, WireRequest, WireResponse, decode_request
+from shortlist.exec.protocol import DocumentTooDeep, WireRequest, WireResponse
+from shortlist.exec.receiver import RequestRefused, aanswer, receive
+from shortlist.selection.wrappers import with_deadline
 from shortlist.server.auth import require_key
 from shortlist.server.errors import ApiError
 from shortlist.server.responses import FastJSONResponse
@@ -63,29 +66,28 @@ def _wire_error(status: int, message: str) -> FastJSONResponse:
     openapi_extra={"requestBody": _REQUEST_BODY},
     responses={502: {"model": WireResponse}, 504: {"model": WireResponse}},
 )
-async def select_with(name: str, request: Request) -> FastJSONResponse:
+async def select_with(name: str, request: Request) -> Response:
     """Answer a wire-protocol request with the selector called ``name``."""
     state = state_of(request)
     if name not in state.selector_names():
         raise ApiError(404, "unknown_selector", f"no selector named {name!r}")
     raw = await request.body()
     try:  # parsed by the protocol module, which refuses documents nested deeper than MAX_DEPTH
-        query, candidates, request_id = decode_request(raw)
-    except DocumentTooDeep as exc:
-        raise ApiError(422, "too_deep", str(exc)) from None
-    except (ValueError, TypeError) as exc:
-        raise ApiError(422, "invalid_request", str(exc)) from None
-    if len(candidates) > state.settings.max_candidates:
+        received = receive(raw)
+    except RequestRefused as exc:
+        code = "too_deep" if isinstance(exc.cause, DocumentTooDeep) else "invalid_request"
+        raise ApiError(422, code, str(exc.cause)) from None
+    if len(received.candidates) > state.settings.max_candidates:
         raise ApiError(
             413,
             "too_many_candidates",
-            f"{len(candidates)} candidates sent; this server accepts at most {state.settings.max_candidates}",
+            f"{len(received.candidates)} candidates sent; this server accepts at most {state.settings.max_candidates}",
         )
-    candidates = list({c.id: c for c in reversed(candidates)}.values())[::-1]  # duplicates collapse (first wins)
-    selector = state.shortlist.registry.get(name)
-    timeout = state.shortlist.policy.timeout_s
+    query = received.query
+    # spec.selection.timeout_ms, as on /v1/select: a TimeoutSelector (the one deadline mechanism)
+    selector = with_deadline(state.shortlist.registry.get(name), state.shortlist.policy.timeout_s)
     try:
-        selection = await asyncio.wait_for(selector.aselect(query, candidates), timeout=timeout)
+        body = (await aanswer(selector, received))[0]
     except (TimeoutError, SelectorTimeout) as exc:
         state.metrics.observe_selection(query.kind, name, "timeout")
         return _wire_error(504, f"selector {name!r} timed out: {exc}" if str(exc) else f"selector {name!r} timed out")
@@ -94,11 +96,4 @@ async def select_with(name: str, request: Request) -> FastJSONResponse:
         detail = str(exc) if isinstance(exc, SelectorError) else type(exc).__name__
         return _wire_error(502, f"selector {name!r} failed: {detail}")
     state.metrics.observe_selection(query.kind, name, None)
-    doc: dict[str, Any] = {}
-    if request_id is not None:
-        doc["id"] = request_id
-    doc["selected"] = list(selection.selected)
-    doc["reason"] = selection.reason
-    doc["scores"] = list(selection.scores) if selection.scores is not None else None
-    doc["abstained"] = selection.abstained
-    return FastJSONResponse(doc)
+    return Response(content=body, media_type="application/json")
