@@ -295,6 +295,7 @@ def test_a_reused_catalog_tuple_follows_the_pin_policy_of_each_call() -> None:
     assert [c.description for c in third.surfaced] == ["changed"] * 3
 
 
+@pytest.mark.slow  # imports every module of the package: seconds when it runs first
 def test_event_to_dict_is_every_field_but_the_level() -> None:
     import dataclasses
     import importlib
