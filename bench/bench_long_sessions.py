@@ -17,7 +17,7 @@ the traces as ``DIR/traces.jsonl`` (one trace a line: ``cid``, ``turns`` with ``
 both formats) with a callable model that replays the trace and records every request, under a
 history budget (``--budget``, default 6,000 tokens), in three settings:
 
-* ``rare+facts`` (the runtime's default): reduce to the low-water mark (0.6 of the budget) when
+* ``rare+facts`` (the runtime's default): reduce to the low-water mark (0.5 of the budget) when
   over it, keeping the facts of what is removed on the history's fact sheet;
 * ``rare``: the same steps without the fact sheet (``keep_facts=False``);
 * ``per_turn``: per-turn trimming, the old behaviour (``low_water=1.0``, no fact sheet): once
@@ -40,7 +40,7 @@ the 1st, 2nd and 3rd reduction (target: >= 0.9 after 3), and the share present i
 of the turn that asks about them.
 
 Run: ``python bench/bench_long_sessions.py [--traces 5] [--turns 60] [--budget 6000]
-[--low-water 0.6] [--prices anthropic-5m] [--formats anthropic,openai] [--json] [--write DIR]``.
+[--low-water 0.5] [--prices anthropic-5m] [--formats anthropic,openai] [--json] [--write DIR]``.
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=60)
     ap.add_argument("--answer-words", type=int, default=260)
     ap.add_argument("--budget", type=int, default=6000)
-    ap.add_argument("--low-water", type=float, default=DEFAULT_LOW_WATER, help="of the rare settings (0.6)")
+    ap.add_argument("--low-water", type=float, default=DEFAULT_LOW_WATER, help="of the rare settings (0.5)")
     ap.add_argument("--prices", choices=list(PRICE_PRESETS), default="anthropic-5m")
     ap.add_argument("--formats", default="anthropic,openai")
     ap.add_argument("--write", metavar="DIR", help="also store the traces as DIR/traces.jsonl")

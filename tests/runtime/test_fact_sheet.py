@@ -126,3 +126,31 @@ def test_the_conversation_reports_the_kept_facts() -> None:
     off = Conversation(Pack(), model=model, tool_selector=None, max_tokens=1200, keep_facts=False)
     assert off.window.facts is None
     off.close()
+
+
+def _user_heavy(keep_facts: bool) -> HistoryWindow:
+    """A history whose user messages fit the low-water mark but not half of it."""
+    window = HistoryWindow(max_tokens=1600, low_water=0.5, keep_facts=keep_facts)
+    for i in range(12):  # 12 user turns of ~30 tokens, each with a short answer
+        window.append_user({"role": "user", "content": f"Turn {i}: please note order O{7000 + i} " + "detail " * 50})
+        window.append({"role": "assistant", "content": "Noted. " + "ok " * 100})
+    window.append_user({"role": "user", "content": "now what was my first order?"})
+    return window
+
+
+def test_the_users_messages_keep_their_place_only_up_to_their_share_with_a_sheet() -> None:
+    from shortlist.runtime.context import USER_SHARE
+
+    users = [m for m in _user_heavy(True).messages if m["role"] == "user"]
+    assert len(users) == 13
+    with_sheet = _user_heavy(True)
+    outcome = asyncio.run(with_sheet.reduce(goal="now what was my first order?"))
+    assert outcome is not None and outcome.reduced and USER_SHARE < 1
+    kept = [m for m in with_sheet.messages if m["role"] == "user" and "please note order" in json.dumps(m)]
+    assert len(kept) < 12  # past half the mark the oldest went, like any step
+    assert "O7000" in json.dumps(with_sheet.messages)  # and the sheet kept what they stated
+    without = _user_heavy(False)
+    outcome = asyncio.run(without.reduce(goal="now what was my first order?"))
+    assert outcome is not None and outcome.reduced
+    kept = [m for m in without.messages if m["role"] == "user" and "please note order" in json.dumps(m)]
+    assert len(kept) == 12  # no sheet: every user message stays while they fit the mark

@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_LOW_WATER",
     "FACT_SHEET_SHARE",
     "GROUNDING_PLACEMENTS",
+    "USER_SHARE",
     "GroundingPlacement",
     "HistoryReduced",
     "HistoryWindow",
@@ -65,9 +66,15 @@ __all__ = [
 GroundingPlacement = Literal["history", "system"]
 GROUNDING_PLACEMENTS: tuple[str, ...] = ("history", "system")
 #: The share of the history budget a reduction brings the history down to.
-DEFAULT_LOW_WATER = 0.6
+DEFAULT_LOW_WATER = 0.5
 #: The most of the low-water mark the fact sheet of removed messages may take.
 FACT_SHEET_SHARE = 0.25
+#: The most of the low-water mark the user's own messages (with what must stay anyway) may take and
+#: all be kept verbatim, with a fact sheet; beyond it the oldest may go like any step (the fact sheet
+#: keeps what they stated). Without a fact sheet they are kept while they fit the whole mark. Kept
+#: without a bound, a long session's user turns fill the mark and the reductions come ever more
+#: often (measured in docs/reduction.md, "Long sessions").
+USER_SHARE = 0.5
 #: What a cleared tool result says instead of its content (its call id stays, so the pair is valid).
 CLEARED_TOOL_RESULT = (
     "[cleared: an earlier tool result was removed to keep the context small; call the tool again if needed]"
@@ -689,13 +696,16 @@ class HistoryWindow:
         }
         last_step = fragments[-1].step if fragments else ""
         # the user's own messages are the last to go (Claude Code's compaction keeps every user
-        # message too): protect them all when, with what must stay anyway, they fit the mark
+        # message too): protect them all when, with what must stay anyway, they fit USER_SHARE of
+        # the mark (the whole mark without a fact sheet); past it they compete like any step,
+        # their facts on the fact sheet
+        user_share = USER_SHARE if self.facts is not None else 1.0
         must = [i for i, f in enumerate(fragments) if f.kind == "user" or f.step in kept_steps or f.step == last_step]
         users_fit = self._fits(
             sum(sizes.tokens[i] for i in must),
             sum(sizes.chars[i] for i in must),
-            self.target_tokens,
-            self.target_chars,
+            None if self.target_tokens is None else math.floor(self.target_tokens * user_share),
+            None if self.target_chars is None else math.floor(self.target_chars * user_share),
         )
         marked = [
             f.replace(protected=True) if f.step in kept_steps or (users_fit and f.kind == "user") else f

@@ -257,7 +257,7 @@ class Conversation:
         reduction: ``"relevance"`` (default) or ``"newest"``: how the local reducer picks the
             steps it keeps once clearing old tool results and old context was not enough.
         low_water: the share of the budget a reduction brings the history down to (default
-            :data:`~shortlist.runtime.context.DEFAULT_LOW_WATER`, 0.6): the room left is what the
+            :data:`~shortlist.runtime.context.DEFAULT_LOW_WATER`, 0.5): the room left is what the
             next turns append to a stable cached prefix.
         keep_facts: a reduction keeps what the messages it clears or drops stated (numbers,
             ids, names) on a fact sheet at the start of the history (default True; an offline
