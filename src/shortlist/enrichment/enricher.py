@@ -21,7 +21,6 @@ and the summary is an event.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import logging
 import random
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from shortlist._loading import load_attribute
 from shortlist.enrichment.prompt import build_prompt, content_hash, parse_answer
 from shortlist.enrichment.screen import RequestScreen
 from shortlist.enrichment.store import EnrichmentStore, GeneratedSet
@@ -192,15 +192,9 @@ class EnrichmentReport:
 def _resolve(model: ChatModel | PromptModel | str) -> ChatModel | PromptModel:
     if isinstance(model, ChatModel) or callable(model):
         return model
-    module_name, _, attr = str(model).partition(":")
-    if not module_name or not attr:
+    if not isinstance(model, str):
         raise ConfigError(f"the enrichment model must be a ChatModel, a callable or 'module:attribute', got {model!r}")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load the enrichment model {model!r}: {exc}") from exc
+    target = load_attribute(model, what="the enrichment model (a ChatModel, a callable or 'module:attribute')")
     if not (isinstance(target, ChatModel) or callable(target)):
         raise ConfigError(f"enrichment model {model!r} is neither a ChatModel nor callable")
     resolved: ChatModel | PromptModel = target

@@ -16,7 +16,6 @@ declared test double, unless ``allow_model_requests=True``.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
 import logging
@@ -27,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from shortlist._loading import load_attribute
 from shortlist.embeddings.base import Embedder
 from shortlist.errors import ConfigError, SelectorError
 from shortlist.events import Event, emit
@@ -115,15 +115,9 @@ def parse_choices(output: str, shortlist: Sequence[Candidate]) -> tuple[list[int
 def _resolve_model(model: ModelCallable | str | None) -> ModelCallable | None:
     if model is None or callable(model):
         return model
-    module_name, _, attr = str(model).partition(":")
-    if not module_name or not attr:
+    if not isinstance(model, str):
         raise ConfigError(f"llm judge model must be a callable or 'module:attribute', got {model!r}")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load the llm judge model {model!r}: {exc}") from exc
+    target = load_attribute(model, what="the llm judge model (a callable or 'module:attribute')")
     if not callable(target):
         raise ConfigError(f"llm judge model {model!r} is not callable")
     resolved: ModelCallable = target

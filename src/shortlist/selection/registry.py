@@ -20,12 +20,12 @@ built and initialised once, closed by the registry, and may be bound elsewhere t
 from __future__ import annotations
 
 import difflib
-import importlib
 import shlex
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from shortlist._loading import import_attribute
 from shortlist.builtins import BUILTIN_SELECTORS, DEFAULT_SELECTOR, builtin_selector_names
 from shortlist.config import EXEC_TYPE, RuntimeConfig, SelectorConfig
 from shortlist.errors import ConfigError, MissingDependencyError
@@ -55,14 +55,13 @@ def _load_factory(type_name: str) -> Any:
         )
     module_name, _, attr = builtin.factory.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        return import_attribute(module_name, attr)
     except MissingDependencyError:
         raise
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise ConfigError(f"selector type {type_name!r} is not available in this build") from exc
         raise
-    return getattr(module, attr)
 
 
 def create_builtin_selector(type_name: str, *, name: str | None = None, **options: Any) -> Selector:
