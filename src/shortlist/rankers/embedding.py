@@ -374,8 +374,12 @@ class EmbeddingRanker(Ranker):
         total = np.where(valid, best, 0.0).sum(axis=1)
         return np.asarray(total / np.maximum(valid.sum(axis=1), 1), dtype=np.float64)
 
-    def prepare(self, candidates: Sequence[Candidate]) -> _Catalog:
-        """Embed what is missing for ``candidates`` and return their scoring matrices (cached)."""
+    def scoring_catalog(self, candidates: Sequence[Candidate]) -> _Catalog:
+        """Embed what is missing for ``candidates`` and return their scoring matrices (cached).
+
+        (Not :meth:`prepare`, the warm-up every selector has: the hybrid scores through these
+        matrices directly.)
+        """
         return self._catalog(candidates)
 
     def warm(self, candidates: Sequence[Candidate]) -> float:

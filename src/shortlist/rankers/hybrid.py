@@ -364,7 +364,7 @@ class HybridRanker(Ranker):
     def _scored(self, query: Query, candidates: Sequence[Candidate], *, confidence: bool = True) -> _Scored:
         text = without_quoted(query.text) if self.drop_quoted else query.text
         texts = [text, *self.intents(text)]
-        cat = self.dense.prepare(candidates)
+        cat = self.dense.scoring_catalog(candidates)
         # The BM25 side gets the catalog's own tuple: its index is then found by element identity,
         # not by comparing every candidate field by field (once per part) when they are equal copies.
         candidates = cat.candidates
@@ -541,7 +541,7 @@ class HybridRanker(Ranker):
         spent = self.bm25.warm(candidates) + self.dense.warm(candidates)
         if self.uses_structure:
             start = time.perf_counter()
-            cat = self.dense.prepare(candidates)
+            cat = self.dense.scoring_catalog(candidates)
             self._structure(cat.candidates, cat.desc)
             spent += time.perf_counter() - start
         if self.anchor_confidence is not None:
