@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from shortlist._pg import first_line
 from shortlist.errors import REBUILD_INDEX_HINT, ConfigError
+from shortlist.retrieval.backends._embedded_files import analyser_problem as _analyser_problem
 from shortlist.retrieval.backends._pg_graph import hnsw_ddl, hnsw_indexes, schema_version
 from shortlist.retrieval.backends._pg_names import SCHEMA_VERSION, check_corpus_name, split_corpus_url
-from shortlist.retrieval.backends.embedded import _analyser_problem
 from shortlist.text import Analyser
 
 if TYPE_CHECKING:  # the backend module imports psycopg (or names its extra)
