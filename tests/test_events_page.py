@@ -9,6 +9,8 @@ import pkgutil
 import re
 from pathlib import Path
 
+import pytest
+
 import shortlist
 from shortlist.events import Event
 
@@ -64,6 +66,7 @@ def _documented() -> dict[str, tuple[str, str, str, str, str]]:
     return rows
 
 
+@pytest.mark.slow  # imports every module of the package: seconds when it runs first
 def test_every_event_is_listed_exactly() -> None:
     unavailable = _import_every_module()
     defined = {f"{c.__module__}.{c.__qualname__}": _row(c) for c in _events()}

@@ -86,7 +86,8 @@ def test_the_old_model_stays_selectable_for_ranking() -> None:
 
 
 def test_eval_embedder_choices_are_the_embedded_models() -> None:
-    from shortlist.cli.eval import EMBEDDER_CHOICES, _with_embedder
+    from shortlist.cli._eval_inputs import with_embedder as _with_embedder
+    from shortlist.cli.eval import EMBEDDER_CHOICES
 
     assert EMBEDDER_CHOICES == EMBEDDED_MODELS
     args = argparse.Namespace(embedder=DEFAULT_MODEL_NAME)

@@ -172,7 +172,7 @@ def test_bad_cost_model_settings(kwargs: dict[str, Any], message: str) -> None:
 
 
 def test_the_text_table_names_the_preset_and_the_context(two_turns: Path) -> None:
-    from shortlist.cli.eval import _conversation_table
+    from shortlist.cli._eval_output import conversation_table as _conversation_table
 
     model = CostModel(Prices.preset("gemini-implicit"), grounding_tokens=500, placement="system", history_budget=9000)
     text = _conversation_table(_replay(two_turns, model, ["all"], [0]), [0])

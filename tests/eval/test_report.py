@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shortlist.cli import main
-from shortlist.cli.eval import _Progress
+from shortlist.cli._eval_progress import Progress as _Progress
 from shortlist.eval.datasets import EvalQuery
 from shortlist.eval.report import CSP, Miss, bar_chart, find_misses, render_html
 from shortlist.eval.runner import QueryOutcome
@@ -86,7 +86,7 @@ def test_table_fits_100_columns_with_integer_tokens(capsys: pytest.CaptureFixtur
 
 
 def test_misses_text_lines_fit_100_columns() -> None:
-    from shortlist.cli.eval import _misses_text
+    from shortlist.cli._eval_output import misses_text as _misses_text
 
     long = Miss(
         "hybrid",

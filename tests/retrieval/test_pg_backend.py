@@ -25,6 +25,7 @@ import psycopg
 from shortlist.embeddings.hashing import HashingEmbedder
 from shortlist.errors import ConfigError
 from shortlist.retrieval import Document, EmbeddedBackend
+from shortlist.retrieval.backends._pg_graph import hnsw_order
 from shortlist.retrieval.backends.base import Hit
 from shortlist.retrieval.backends.opening import open_index
 from shortlist.retrieval.backends.postgres import SCHEMA_VERSION, PostgresBackend
@@ -166,7 +167,7 @@ def test_the_hnsw_graph_holds_halfvec_by_default_and_float32_corpora_still_work(
     assert ("halfvec_ip_ops" in indexdef) == (storage == "halfvec")
     # the query orders by the very expression the index holds, so the planner walks the graph
     lit = "[" + ",".join(str(float(x)) for x in v) + "]"
-    order = pg._hnsw_order("embedding").replace("%(v)s", f"'{lit}'")
+    order = hnsw_order("embedding", pg.hnsw["storage"], pg.dim).replace("%(v)s", f"'{lit}'")
     assert name in _plan(pgvector_dsn, f"SELECT row FROM shortlist_ix_{corpus}_chunks ORDER BY {order} LIMIT 10")
     # reopened without saying, a corpus keeps the storage it was built with
     again = PostgresBackend(pgvector_dsn, corpus=corpus, embedder=HashEmbedder(dim=256))
@@ -411,7 +412,7 @@ def test_a_sharded_graph_walks_every_shard_and_merges_their_best(pgvector_dsn: s
     # each shard's statement repeats its index's predicate, so the planner walks that shard's graph
     v = HashEmbedder(dim=256).embed([QUERIES[0]])[0]
     lit = "[" + ",".join(str(float(x)) for x in v) + "]"
-    order = sharded._hnsw_order("embedding").replace("%(v)s", f"'{lit}'")
+    order = hnsw_order("embedding", sharded.hnsw["storage"], sharded.dim).replace("%(v)s", f"'{lit}'")
     for name, d in defs.items():
         shard = d.split(" = ")[-1].rstrip(")")
         plan = _plan(

@@ -8,14 +8,14 @@ that moves from the start (model load and index build included), drawn only on a
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from shortlist.cli._eval_conversations import run_conversations
+from shortlist.cli._eval_inputs import added_sources, costed, grow, parse_options, simulated, with_embedder
+from shortlist.cli._eval_output import misses_text, selector_table, write_report
+from shortlist.cli._eval_progress import Progress, log, progress_listening
 from shortlist.cli._output import write_json, write_text
 from shortlist.cli._progress import ProgressLines, progress_lines_wanted, progress_wanted
 
@@ -186,152 +186,12 @@ def register(sub: Any) -> None:
     prep.set_defaults(func=_prepare)
 
 
-def _log(line: str) -> None:
-    sys.stderr.write(f"shortlist: {line}\n")
-    sys.stderr.flush()
-
-
-class _Progress:
-    """One status line on stderr, redrawn a few times a second while work runs.
-
-    It shows the phase (loading the model, building the index: the library's
-    :mod:`shortlist.progress` reports fill it in when they come), then the queries done of
-    the total with their rate. Nothing is drawn when disabled; the line is cleared on close.
-    With ``lines`` (stderr is not a terminal) nothing is redrawn: each phase is a line and the
-    queries a line every few percent (:class:`~shortlist.cli._progress.ProgressLines`).
-    """
-
-    def __init__(self, enabled: bool, stream: TextIO | None = None, *, lines: ProgressLines | None = None) -> None:
-        self.enabled = enabled
-        self.lines = lines
-        self.stream = stream or sys.stderr
-        self._lock = threading.Lock()
-        self._phase = ""
-        self._phase_start = time.monotonic()
-        self._task = ""
-        self._count: tuple[int, int] | None = None
-        self._count_start = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._width = 0
-        self._out = threading.Lock()
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            self._thread = threading.Thread(target=self._tick, name="shortlist-eval-progress", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            with self._out:
-                self._write("")
-
-    @property
-    def listening(self) -> bool:
-        """Whether the library's progress reports are shown (drawn or as lines)."""
-        return self.enabled or self.lines is not None
-
-    def phase(self, text: str) -> None:
-        with self._lock:
-            self._phase, self._phase_start, self._count, self._task = text, time.monotonic(), None, ""
-        if self.lines is not None:
-            self.lines.note(text)
-        self._draw()
-
-    def listener(self, task: str, done: int, total: int | None) -> None:
-        """A :mod:`shortlist.progress` listener: the library's own tasks (model load, embedding)."""
-        if self.lines is not None:
-            self.lines.on_report(f"{self._phase}: {task}" if self._phase else task, done, total)
-        with self._lock:
-            ended = done < 0 or (total is not None and done >= total)
-            self._task = "" if ended else (f"{task} {done:,}/{total:,}" if total else task)
-
-    def count(self, done: int, total: int) -> None:
-        with self._lock:
-            if self._count is None:
-                self._count_start = time.monotonic()
-            self._count = (done, total)
-            phase = self._phase
-        if self.lines is not None:
-            self.lines.on_report(f"{phase}: queries", done, total)
-        if done >= total:  # the last state is shown, whatever the tick
-            self._draw()
-
-    def _line(self) -> str:
-        with self._lock:
-            now = time.monotonic()
-            if self._count is None:
-                extra = f": {self._task}" if self._task else ""
-                return f"{self._phase}{extra} … {now - self._phase_start:.1f} s"
-            done, total = self._count
-            rate = done / max(now - self._count_start, 1e-6)
-            eta = f", {(total - done) / rate:.0f} s left" if 0 < done < total and rate > 0 else ""
-            return f"{self._phase}: {done:,}/{total:,} queries ({rate:,.0f}/s{eta})"
-
-    def _write(self, line: str) -> None:
-        line = line[:99]
-        pad = " " * max(0, self._width - len(line))
-        self.stream.write(f"\r{line}{pad}\r" if not line else f"\r{line}{pad}")
-        self.stream.flush()
-        self._width = len(line)
-
-    def _draw(self) -> None:
-        if self.enabled and self._thread is not None:
-            with self._out:
-                self._write(self._line())
-
-    def _tick(self) -> None:
-        while not self._stop.wait(0.2):
-            self._draw()
-
-
-def _progress_listening(progress: _Progress) -> Any:
-    """Listen to the library's progress reports while the block runs, when the module exists."""
-    import contextlib
-
-    try:
-        from shortlist import progress as lib_progress
-    except ImportError:  # pragma: no cover - older trees
-        return contextlib.nullcontext()
-    return lib_progress.listen(progress.listener) if progress.listening else contextlib.nullcontext()
-
-
 def _prepare(args: argparse.Namespace) -> int:
     from shortlist.eval.sources import prepare
 
-    out = prepare(args.source, args.out, cache_dir=args.cache, download=not args.no_download, log=_log)
+    out = prepare(args.source, args.out, cache_dir=args.cache, download=not args.no_download, log=log)
     write_text(str(out))
     return 0
-
-
-def _options(pairs: list[str]) -> dict[str, Any]:
-    from shortlist.errors import ConfigError
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--option expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
-
-
-_TAKES_EMBEDDER = ("embedding", "hybrid")
-
-
-def _with_embedder(name: str, options: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """``options`` plus ``--embedder``'s model for the selectors that embed (the others ignore it)."""
-    if not args.embedder or name not in _TAKES_EMBEDDER:
-        return options
-    from shortlist.embeddings.default import DefaultEmbedder
-
-    return {**options, "embedder": DefaultEmbedder(model=args.embedder)}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -355,7 +215,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("use either --selector or --compare")
     names = [n.strip() for n in args.compare.split(",") if n.strip()] if args.compare else []
     names = names or [args.selector or DEFAULT_SELECTOR]
-    options = _options(args.option)
+    options = parse_options(args.option)
     if options and len(names) > 1:
         raise ConfigError("-o/--option applies to one --selector, not to --compare")
     if not Path(args.dataset).is_dir() and args.dataset in SOURCES:
@@ -366,15 +226,13 @@ def _run(args: argparse.Namespace) -> int:
     from shortlist.eval.conversations import is_conversation_dataset
     from shortlist.eval.report import find_misses
 
-    progress = _Progress(
-        progress_wanted(args), lines=ProgressLines(sys.stderr) if progress_lines_wanted(args) else None
-    )
-    sources = _added_sources(args)  # bad FILE:N fails before any model loads
+    progress = Progress(progress_wanted(args), lines=ProgressLines(sys.stderr) if progress_lines_wanted(args) else None)
+    sources = added_sources(args)  # bad FILE:N fails before any model loads
     if is_conversation_dataset(args.dataset):
-        return _run_conversations(args, names, options, progress, sources)
-    if _simulated(args):
+        return run_conversations(args, names, options, progress, sources)
+    if simulated(args):
         raise ConfigError("--search-query, --miss-rate, --spurious-rate and --miss-cost are for conversation datasets")
-    if _costed(args):
+    if costed(args):
         raise ConfigError(
             "--prices, --cache-write, --cache-read, --grounding-tokens, --memory-tokens, --placement, "
             "--history-budget and --low-water are for conversation datasets"
@@ -384,7 +242,7 @@ def _run(args: argparse.Namespace) -> int:
     if sources:
         import dataclasses
 
-        tools, grown = _grow(dataset.tools, sources, args.seed)
+        tools, grown = grow(dataset.tools, sources, args.seed)
         dataset = dataclasses.replace(dataset, tools=tools)
         added = [a.to_json() for a in grown]
     train = load_queries(args.train) if args.train else None
@@ -393,10 +251,10 @@ def _run(args: argparse.Namespace) -> int:
     total = min(len(dataset.queries), args.limit or len(dataset.queries))
     reports: dict[str, dict[str, Any]] = {}
     misses: dict[str, list[Any]] = {}
-    with progress, _progress_listening(progress):
+    with progress, progress_listening(progress):
         for name in names:
             progress.phase(f"eval {name}: loading the selector and indexing {len(dataset.tools):,} tools")
-            selector = create_builtin_selector(name, **_with_embedder(name, options, args))
+            selector = create_builtin_selector(name, **with_embedder(name, options, args))
             try:
                 outcomes: list[Any] = []
 
@@ -424,7 +282,7 @@ def _run(args: argparse.Namespace) -> int:
             reports[name] = report
             misses[name] = find_misses(name, outcomes, dataset.queries, k=args.k)
     if args.report:
-        _write_report(args, reports=reports, misses=[m for ms in misses.values() for m in ms])
+        write_report(args, reports=reports, misses=[m for ms in misses.values() for m in ms])
     if args.json:
         out: dict[str, Any] = reports[names[0]] if len(names) == 1 else {"compare": reports}
         if added:
@@ -433,376 +291,8 @@ def _run(args: argparse.Namespace) -> int:
             out["misses"] = [m.to_json() for ms in misses.values() for m in ms[: args.misses]]
         write_json(out)
     else:
-        text = _table(reports, args)
+        text = selector_table(reports, args)
         if args.misses:
-            text += "\n" + _misses_text(misses, args.misses, args.k)
+            text += "\n" + misses_text(misses, args.misses, args.k)
         write_text(text)
     return 0
-
-
-def _write_report(
-    args: argparse.Namespace,
-    *,
-    reports: dict[str, dict[str, Any]] | None = None,
-    misses: list[Any] | None = None,
-    conversation: dict[str, Any] | None = None,
-) -> None:
-    import os
-    import shlex
-    from datetime import UTC, datetime
-
-    from shortlist import __version__
-    from shortlist.errors import ConfigError
-    from shortlist.eval.report import render_html
-
-    name = Path(args.dataset.rstrip("/")).name or args.dataset
-    page = render_html(
-        title=f"shortlist eval: {name}",
-        reports=reports,
-        misses=misses or [],
-        conversation=conversation,
-        k=args.k,
-        meta=[
-            "shortlist eval " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["eval"] else "",
-            f"shortlist {__version__}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        ],
-    )
-    target = Path(args.report)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ConfigError(f"cannot write --report {target}: {exc.strerror or exc}") from None
-    _log(f"report written to {target}")
-
-
-def _int_list(raw: str, flag: str) -> list[int]:
-    from shortlist.errors import ConfigError
-
-    try:
-        out = [int(x) for x in raw.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} expects comma-separated whole numbers, got {raw!r}") from None
-    if not out:
-        raise ConfigError(f"{flag} needs at least one value")
-    return out
-
-
-def _added_sources(args: argparse.Namespace) -> list[tuple[str, Any, int | None, str]]:
-    """The ``--add-tools`` catalogs, read (``(label, tools, N, default suite)`` each)."""
-    from shortlist.eval.catalogs import load_added_tools, parse_add_tools
-
-    out: list[tuple[str, Any, int | None, str]] = []
-    for raw in args.add_tools:
-        spec = parse_add_tools(raw)
-        out.append((str(spec.path), load_added_tools(spec), spec.count, spec.suite))
-    return out
-
-
-def _grow(base: Any, sources: list[tuple[str, Any, int | None, str]], seed: int) -> tuple[Any, Any]:
-    from shortlist.eval.catalogs import grow_catalog
-
-    tools, added = grow_catalog(base, sources, seed=seed)
-    for a in added:
-        if a.requested is not None and a.requested > a.added:
-            _log(f"--add-tools {a.source}:{a.requested}: only {a.added:,} tools with new names; added them all")
-        _log(f"--add-tools {a.source}: {a.added:,} tools added ({a.skipped:,} skipped: name already taken)")
-    return tools, added
-
-
-def _simulated(args: argparse.Namespace) -> bool:
-    """Whether a flag of the simulated model differs from its default."""
-    return (args.search_query, args.miss_rate, args.spurious_rate, args.miss_cost) != ("message", 0.0, 0.0, "call")
-
-
-def _costed(args: argparse.Namespace) -> bool:
-    """Whether a flag of the conversation cost model differs from its default."""
-    given = (args.prices, args.cache_write, args.cache_read, args.history_budget, args.low_water)
-    sizes = (args.grounding_tokens, args.memory_tokens, args.placement)
-    return any(v is not None for v in given) or sizes != (0, 0, "history")
-
-
-def _run_conversations(
-    args: argparse.Namespace,
-    names: list[str],
-    options: dict[str, Any],
-    progress: _Progress,
-    sources: list[tuple[str, Any, int | None, str]],
-) -> int:
-    import dataclasses
-    import math
-
-    from shortlist.errors import ConfigError
-    from shortlist.eval.conversations import CostModel, Simulation, run_conversation_eval
-    from shortlist.eval.datasets import load_tools
-    from shortlist.offer import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
-    from shortlist.selection.cousage import CoUsage
-    from shortlist.selection.facade import Shortlist
-    from shortlist.selection.registry import create_builtin_selector
-
-    if len(names) > 1:
-        raise ConfigError("--compare is for tool-retrieval datasets; a conversation dataset takes one --selector")
-    if args.train or args.curve or args.misses:
-        raise ConfigError("--train, --curve and --misses are for tool-retrieval datasets (queries.jsonl)")
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    histories = _int_list(args.history, "--history")
-    for flag, price in (("--cache-write", args.cache_write), ("--cache-read", args.cache_read)):
-        if price is not None and (not math.isfinite(price) or price < 0):
-            raise ConfigError(f"{flag} must be a finite number >= 0, not {price}")
-    for flag, size in (
-        ("--system-tokens", args.system_tokens),
-        ("--grounding-tokens", args.grounding_tokens),
-        ("--memory-tokens", args.memory_tokens),
-    ):
-        if size < 0:
-            raise ConfigError(f"{flag} must be >= 0, not {size}")
-    if args.history_budget is not None and args.history_budget < 1:
-        raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
-    from shortlist.runtime.context import DEFAULT_LOW_WATER
-
-    low_water = DEFAULT_LOW_WATER if args.low_water is None else args.low_water
-    if not 0 < low_water <= 1:
-        raise ConfigError(f"--low-water must be a share of --history-budget in (0, 1], not {low_water}")
-    prices = Prices.preset(args.prices) if args.prices else Prices()
-    if args.cache_write is not None or args.cache_read is not None:  # explicit numbers win over the preset's
-        prices = dataclasses.replace(
-            prices,
-            cache_write=prices.cache_write if args.cache_write is None else args.cache_write,
-            cache_read=prices.cache_read if args.cache_read is None else args.cache_read,
-            name=f"{prices.name}+custom" if prices.name else "",
-        )
-    model = CostModel(
-        prices,
-        system_tokens=args.system_tokens,
-        grounding_tokens=args.grounding_tokens,
-        memory_tokens=args.memory_tokens,
-        placement=args.placement,
-        history_budget=args.history_budget,
-        low_water=low_water,
-    )
-    simulation = Simulation(args.search_query, args.miss_rate, args.spurious_rate, args.seed, args.miss_cost)
-    catalog = load_tools(Path(args.dataset) / "tools.jsonl")
-    added: Any = ()
-    if sources:
-        catalog, added = _grow(catalog, sources, args.seed)
-    selector = create_builtin_selector(names[0], **_with_embedder(names[0], options, args))
-    shortlist = Shortlist(catalog, selector=selector)
-    with progress, _progress_listening(progress):  # the model load and the index, before the replay's bars
-        progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")
-        shortlist.warm()
-
-    def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
-        prefetch = args.prefetch if policy == "deferred" else 0
-        return ToolSession(
-            shortlist,
-            policy=policy,
-            k=args.k,
-            search_k=args.search_k,
-            prefetch=prefetch,
-            co_usage=co_usage,
-            prices=prices,  # stable weighs its changes with the prices the replay bills
-        )
-
-    replay: Any = contextlib.nullcontext()
-    if progress.lines is not None:  # on a terminal the replay draws its own bars
-        progress.phase(f"eval {names[0]}")
-        replay = _progress_listening(progress)
-    try:
-        with replay:
-            report = run_conversation_eval(
-                args.dataset,
-                make,
-                strategies=strategies,
-                histories=histories,
-                cost_model=model,
-                max_searches=args.max_searches,
-                default=DEFAULT_POLICY,
-                limit=args.limit,
-                learn=not args.no_learn,
-                progress=progress.enabled,
-                simulation=simulation,
-                catalog=catalog,
-            )
-    finally:
-        selector.close()
-    if added:
-        report["added_tools"] = [a.to_json() for a in added]
-    if args.report:
-        _write_report(args, conversation=report)
-    if args.json:
-        write_json(report)
-    else:
-        write_text(_conversation_table(report, histories))
-    return 0
-
-
-def _conversation_table(report: dict[str, Any], histories: list[int]) -> str:
-    """The conversation-replay table (tokens and costs as whole numbers; at most 100 columns for two histories)."""
-    all_cost = report["strategies"].get("all", {}).get("cost", {})
-    lines = [
-        f"{report['conversations']:,} conversations, {report['turns']:,} turns, whole catalog "
-        f"{report['catalog_tokens']:,} tokens ({report['counter']}); default strategy: {report['default']}",
-    ]
-    header = ["strategy", "recall", "complete", "tools", "tool tokens", "changes", "calls/turn"]
-    header += [f"cost @{h:,}" for h in histories]
-    rows = [header]
-    for name, m in report["strategies"].items():
-        row = [name, _fmt(m["turn_recall"]), _fmt(m["complete_turns"]), f"{m['tools_per_turn']:.1f}"]
-        row += [f"{round(m['tool_tokens_per_turn']):,}", f"{m['tool_block_changes']:.2f}"]
-        row += [f"{m['model_calls_per_turn']:.2f}"]
-        for h in histories:
-            cost = m["cost"][str(h)]
-            ratio = f" ({cost / all_cost[str(h)]:.2f}x)" if all_cost.get(str(h)) else ""
-            row.append(f"{cost:,.0f}{ratio}")
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in rows
-    ]
-    lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
-    prices, context = report.get("prices"), report.get("context")
-    if prices:
-        lines.append(
-            f"prices {prices['preset']}: writes {prices['cache_write']:g}x, reads {prices['cache_read']:g}x, "
-            f"minimum cacheable prefix {prices['min_prefix']:,} tokens"
-        )
-    if context:
-        budget = context["history_budget"]
-        lines.append(
-            f"context a turn: {context['grounding_tokens']:,} grounding + {context['memory_tokens']:,} memory tokens "
-            f"in the {context['placement']}"
-            + (f"; history budget {budget:,} (low water {context['low_water']:g})" if budget else "")
-        )
-    lines.append("")
-    sim = report.get("simulation")
-    if sim:
-        lines.append(
-            f"simulated model: search query {sim['search_query']}, miss rate {sim['miss_rate']:g}, spurious rate "
-            f"{sim['spurious_rate']:g}, seed {sim['seed']}, miss cost {sim['miss_cost']}"
-        )
-    second = [["strategy", "preloaded", "searches/turn", *(f"x oracle @{h:,}" for h in histories)]]
-    for name, m in report["strategies"].items():
-        ratios = m.get("cost_vs_oracle", {})
-        second.append(
-            [
-                name,
-                _fmt(m.get("preloaded")),
-                f"{m['searches_per_turn']:.2f}",
-                *("-" if ratios.get(str(h)) is None else f"{ratios[str(h)]:.2f}x" for h in histories),
-            ]
-        )
-    widths = [max(len(r[i]) for r in second) for i in range(len(second[0]))]
-    lines += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in second
-    ]
-    lines.append(
-        "preloaded: share of a turn's tools callable before any search; x oracle: cost / the oracle's\n"
-        "(the floor: each turn's tools loaded into the history on first use, nothing else offered)"
-    )
-    return "\n".join(lines)
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.3f}" if isinstance(x, float) else str(x)
-
-
-def _ms(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-#: (report key, column header) of the tool-retrieval table, in order.
-_COLUMNS = (
-    ("recall@1", "R@1"),
-    ("recall@5", "R@5"),
-    ("recall@10", "R@10"),
-    ("ndcg@10", "nDCG"),
-    ("mrr@10", "MRR"),
-    ("abstention", "abst"),
-    ("recall@5_abstaining", "R@5ab"),
-)
-_LEGEND = (
-    "R@n: Recall@n; nDCG, MRR: @10; abst: no-tool queries surfacing only pins; R@5ab: Recall@5 with\n"
-    "abstention on; ms: selector latency; tokens: mean tool-definition tokens selected; saved: vs the\n"
-    "whole catalog"
-)
-
-
-def _table(reports: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
-    """The tool-retrieval table, at most 100 columns wide (see _LEGEND for the headers)."""
-    first = next(iter(reports.values()))
-    lines = [
-        f"dataset {first['dataset']}: {first['queries']:,} queries ({first['queries_no_tool']:,} with no tool), "
-        f"k={args.k}" + (f", {first['train_examples']:,} train examples" if args.train else ""),
-        f"tokens: {first['tokens']['counter']}, whole catalog {first['tokens']['all']:,}",
-    ]
-    header = ["selector", "queries", *(h for _, h in _COLUMNS), "p50 ms", "p99 ms", "tokens", "saved", "build s"]
-    rows: list[list[str]] = []
-    for name, rep in reports.items():
-        splits = [("all", rep)] + (list(rep["splits"].items()) if len(rep["splits"]) > 1 else [])
-        for split, m in splits:
-            saved = m["tokens"]["reduction"]
-            rows.append(
-                [
-                    _cut(name, 14) if split == "all" else "  " + _cut(split, 12),
-                    f"{m['queries']:,}",
-                    *(_fmt(m[key]) for key, _ in _COLUMNS),
-                    _ms(m["latency_ms"]["p50"]),
-                    _ms(m["latency_ms"]["p99"]),
-                    "-" if m["tokens"]["selected_mean"] is None else f"{round(m['tokens']['selected_mean']):,}",
-                    "-" if saved is None else f"{saved:.0%}",
-                    f"{rep['build_s']:.2f}" if split == "all" else "",
-                ]
-            )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    right = set(range(1, len(header)))
-
-    def line(cells: list[str]) -> str:
-        return " ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    lines += [line(header), *(line(r) for r in rows), _LEGEND]
-    for name, rep in reports.items():
-        curve = rep.get("abstention_curve")
-        if curve is None:
-            continue
-        lines.append(f"abstention trade-off of {name} (min_score: abstention, R@5ab):")
-        if not curve:
-            lines.append("  (no scores, or no no-tool queries)")
-        points: list[str] = []
-        last: tuple[float, float] | None = None
-        for p in curve:
-            key = (p["abstention"], p["recall@5_abstaining"])
-            if key != last:
-                points.append(f"{p['min_score']:.3f}: {p['abstention']:.2f}, {p['recall@5_abstaining']:.2f}")
-            last = key
-        for i in range(0, len(points), 4):
-            lines.append("  " + "   ".join(points[i : i + 4]))
-    return "\n".join(lines)
-
-
-def _misses_text(misses: dict[str, list[Any]], limit: int, k: int) -> str:
-    """The first ``limit`` misses of each selector, one per line (at most 100 columns)."""
-    lines: list[str] = []
-    for name, ms in misses.items():
-        lines.append(f"misses of {name}: {len(ms):,} (gold not all in the top {k}, or a no-tool query not abstained)")
-        for m in ms[:limit]:
-            rank = "-" if m.gold_rank is None else str(m.gold_rank)
-            lines.append(_cut(f"  [{m.kind}] {m.qid}: {m.query}", 100))
-            lines.append(_cut(f"    gold {', '.join(m.gold) or '(none)'} (rank {rank})", 100))
-            lines.append(_cut(f"    ranked {', '.join(m.ranked[:k])}", 100))
-        if len(ms) > limit:
-            lines.append(f"  … {len(ms) - limit:,} more")
-    return "\n".join(lines)

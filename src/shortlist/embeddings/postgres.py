@@ -28,16 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from shortlist.embeddings._cache_rows import CacheInfo, check_rows, report_dropped, row_digest
+from shortlist.embeddings._cache_rows import encoded as _encoded
 from shortlist.embeddings.cache import (
     _TOUCH_AFTER_US,
     DEFAULT_MAX_MB,
-    CacheInfo,
     CacheUnavailable,
     VectorStore,
-    _encoded,
-    check_rows,
-    report_dropped,
-    row_digest,
 )
 from shortlist.errors import EmbeddingError, MissingDependencyError
 from shortlist.events import emit

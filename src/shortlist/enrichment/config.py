@@ -29,9 +29,9 @@ class EnrichmentSettings:
     def build_model(self) -> Any:
         """The model: an ``OpenAIChatModel`` for ``base_url`` + ``model``, or the named callable."""
         if self.callable_path:
-            from shortlist.enrichment.enricher import _resolve
+            from shortlist.enrichment._model import resolve_model
 
-            return _resolve(self.callable_path)
+            return resolve_model(self.callable_path)
         from shortlist.runtime.model import OpenAIChatModel
 
         assert self.base_url and self.model  # checked by enrichment_settings

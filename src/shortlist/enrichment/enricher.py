@@ -25,12 +25,13 @@ import inspect
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from shortlist._loading import load_attribute
+from shortlist.enrichment._model import PromptModel, answer_text, answer_usage, model_name, resolve_model
+from shortlist.enrichment._report import EnrichmentReport
 from shortlist.enrichment.prompt import build_prompt, content_hash, parse_answer
 from shortlist.enrichment.screen import RequestScreen
 from shortlist.enrichment.store import EnrichmentStore, GeneratedSet
@@ -60,7 +61,6 @@ DEFAULT_EXAMPLES = 10
 #: The fewest usable requests an answer must give for a tool, else it is retried.
 MIN_USABLE = 2
 
-PromptModel = Callable[[str], str] | Callable[[str], Awaitable[str]]
 
 _SYSTEM = "You write realistic example user requests for a tool catalog. You answer with JSON only."
 
@@ -142,97 +142,6 @@ class EnrichmentCompleted(Event):
     estimated_tokens: bool = False
 
 
-@dataclass
-class EnrichmentReport:
-    """What a run did (``to_dict`` is the CLI's ``--json`` object)."""
-
-    model: str
-    tools: int = 0
-    generated: int = 0
-    cached: int = 0
-    failed: int = 0
-    examples: int = 0
-    dropped: int = 0
-    requests: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    estimated_tokens: bool = False
-    seconds: float = 0.0
-    failures: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt and completion tokens of this run's requests (cached tools cost none)."""
-        return self.prompt_tokens + self.completion_tokens
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field and ``total_tokens``."""
-        return {
-            "model": self.model,
-            "tools": self.tools,
-            "generated": self.generated,
-            "cached": self.cached,
-            "failed": self.failed,
-            "examples": self.examples,
-            "dropped": self.dropped,
-            "requests": self.requests,
-            "retries": self.retries,
-            "tokens": {
-                "prompt": self.prompt_tokens,
-                "completion": self.completion_tokens,
-                "total": self.total_tokens,
-                "estimated": self.estimated_tokens,
-            },
-            "seconds": round(self.seconds, 3),
-            "failures": dict(self.failures),
-        }
-
-
-def _resolve(model: ChatModel | PromptModel | str) -> ChatModel | PromptModel:
-    if isinstance(model, ChatModel) or callable(model):
-        return model
-    if not isinstance(model, str):
-        raise ConfigError(f"the enrichment model must be a ChatModel, a callable or 'module:attribute', got {model!r}")
-    target = load_attribute(model, what="the enrichment model (a ChatModel, a callable or 'module:attribute')")
-    if not (isinstance(target, ChatModel) or callable(target)):
-        raise ConfigError(f"enrichment model {model!r} is neither a ChatModel nor callable")
-    resolved: ChatModel | PromptModel = target
-    return resolved
-
-
-def _identity(model: ChatModel | PromptModel) -> str:
-    if isinstance(model, ChatModel):
-        return str(model.model)
-    name = getattr(model, "model", None) or getattr(model, "__qualname__", None) or type(model).__qualname__
-    return str(name)
-
-
-def _content(body: Mapping[str, Any]) -> str:
-    try:
-        content = body["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise ModelError("the chat endpoint's answer has no choices[0].message.content") from exc
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    if not isinstance(content, str):
-        raise ModelError(f"the chat endpoint's message content is {type(content).__name__}, not text")
-    return content
-
-
-def _usage(body: Mapping[str, Any]) -> tuple[int, int] | None:
-    usage = body.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    p, c = (
-        usage.get("prompt_tokens", usage.get("input_tokens")),
-        usage.get("completion_tokens", usage.get("output_tokens")),
-    )
-    if isinstance(p, int) and isinstance(c, int) and p >= 0 and c >= 0:
-        return p, c
-    return None
-
-
 class CatalogEnricher:
     """Generates and stores example requests for a catalog's tools with the host's model.
 
@@ -275,7 +184,7 @@ class CatalogEnricher:
             raise ConfigError("enrichment needs at least 2 examples per tool (one example per tool hurts ranking)")
         if concurrency < 1 or tools_per_request < 1 or retries < 0 or backoff_s < 0 or max_backoff_s < 0:
             raise ConfigError("concurrency and tools_per_request must be >= 1, retries and backoff >= 0")
-        self.model = _resolve(model)
+        self.model = resolve_model(model)
         self.store = store
         self.examples = examples
         self.concurrency = concurrency
@@ -285,7 +194,7 @@ class CatalogEnricher:
         self.max_backoff_s = max_backoff_s
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.model_id = model_id or _identity(self.model)
+        self.model_id = model_id or model_name(self.model)
         self.allow_model_requests = allow_model_requests
 
     def _check_model(self) -> None:
@@ -308,7 +217,7 @@ class CatalogEnricher:
                 "max_tokens": self.max_tokens or 60 * self.examples * self.tools_per_request + 50,
             }
             body = await m.acomplete(request)
-            return _content(body), _usage(body)
+            return answer_text(body), answer_usage(body)
         acall = getattr(m, "acall", None)
         if acall is not None and inspect.iscoroutinefunction(acall):
             out: Any = await acall(prompt)

@@ -13,19 +13,19 @@ request (no CDN, no fonts, no images but ``data:``). Every dataset text is HTML-
 
 from __future__ import annotations
 
-import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shortlist.eval.datasets import EvalQuery
+from shortlist.eval._charts import bar_chart as bar_chart
+from shortlist.eval._charts import escape as _e
+from shortlist.eval._charts import line_chart
+from shortlist.eval._misses import KIND_ORDER, Miss, find_misses
 
 __all__ = ["Miss", "find_misses", "render_html"]
 
 #: The most misses of one selector the page lists (the rest are counted).
 MAX_MISSES_PER_SELECTOR = 2000
-_PALETTE = ("#3366cc", "#dc7633", "#2e9e5b", "#9b59b6", "#c0392b", "#16a085", "#7f8c8d", "#b7950b")
 _METRIC_LABELS = (
     ("recall@1", "Recall@1"),
     ("recall@5", "Recall@5"),
@@ -35,83 +35,6 @@ _METRIC_LABELS = (
     ("abstention", "abstention"),
     ("recall@5_abstaining", "Recall@5 abstaining"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """A query a selector got wrong.
-
-    Attributes:
-        selector: the selector's name.
-        qid: the query id.
-        split: its split.
-        query: the query text.
-        gold: its gold ids (empty: no tool fits).
-        ranked: the selector's ranking (top ``max(10, k)``).
-        kind: ``"missed"`` (no gold id in the top ``k``), ``"partial"`` (some gold ids are not),
-            or ``"no-tool"`` (no tool fits, but more than pins surfaced).
-        gold_rank: the 1-based rank of the first gold id in ``ranked``, or None (not in it).
-    """
-
-    selector: str
-    qid: str
-    split: str
-    query: str
-    gold: tuple[str, ...]
-    ranked: tuple[str, ...]
-    kind: str
-    gold_rank: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The miss as a JSON-ready dict (what ``--json`` lists)."""
-        return {
-            "selector": self.selector,
-            "qid": self.qid,
-            "split": self.split,
-            "query": self.query,
-            "gold": list(self.gold),
-            "ranked": list(self.ranked),
-            "kind": self.kind,
-            "gold_rank": self.gold_rank,
-        }
-
-
-_KIND_ORDER = {"missed": 0, "partial": 1, "no-tool": 2}
-
-
-def find_misses(selector: str, outcomes: Iterable[Any], queries: Sequence[EvalQuery], *, k: int) -> list[Miss]:
-    """The queries ``selector`` got wrong, worst first (missed, partial, no-tool), then in dataset order.
-
-    Args:
-        selector: the selector's name (recorded in each miss).
-        outcomes: the :class:`~shortlist.eval.runner.QueryOutcome` of each query.
-        queries: the dataset's queries (for the texts), matched by ``qid``.
-        k: the tools a turn selects.
-    """
-    texts = {q.qid: q.text for q in queries}
-    out: list[Miss] = []
-    for o in outcomes:
-        top = set(o.ranked[:k])
-        if o.gold:
-            hit = sum(1 for g in o.gold if g in top)
-            if hit == len(o.gold):
-                continue
-            kind = "missed" if hit == 0 else "partial"
-        elif o.only_pins:
-            continue
-        else:
-            kind = "no-tool"
-        gold = set(o.gold)
-        rank = next((i for i, cid in enumerate(o.ranked, 1) if cid in gold), None)
-        out.append(Miss(selector, o.qid, o.split, texts.get(o.qid, ""), tuple(o.gold), tuple(o.ranked), kind, rank))
-    return sorted(out, key=lambda m: _KIND_ORDER[m.kind])
-
-
-# --- formatting ----------------------------------------------------------------------------------
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _num(x: Any, digits: int = 3) -> str:
@@ -139,113 +62,6 @@ def _tokens(x: float | None) -> str:
 
 
 # --- charts (inline SVG) -------------------------------------------------------------------------
-
-
-def _legend(series: Sequence[str]) -> str:
-    items = "".join(
-        f'<span class="key"><i style="background:{_PALETTE[i % len(_PALETTE)]}"></i>{_e(s)}</span>'
-        for i, s in enumerate(series)
-    )
-    return f'<div class="legend">{items}</div>'
-
-
-def bar_chart(
-    chart_id: str,
-    title: str,
-    groups: Sequence[str],
-    series: Sequence[str],
-    values: Mapping[tuple[str, str], float | None],
-    *,
-    ymax: float | None = None,
-    fmt: str = "{:.3f}",
-) -> str:
-    """Grouped vertical bars as an inline ``<svg>``: one group per ``groups``, one bar per ``series``."""
-    width, height, left, bottom, top = 720, 260, 56, 44, 16
-    finite = [v for v in values.values() if v is not None and math.isfinite(v)]
-    top_value = ymax if ymax is not None else (max(finite) * 1.1 if finite and max(finite) > 0 else 1.0)
-    plot_w, plot_h = width - left - 12, height - bottom - top
-    gw = plot_w / max(1, len(groups))
-    bw = max(2.0, min(40.0, (gw * 0.8) / max(1, len(series))))
-    parts = [f'<svg class="chart" id="{_e(chart_id)}" viewBox="0 0 {width} {height}" role="img">']
-    parts.append(f"<title>{_e(title)}</title>")
-    for i in range(5):
-        tick = top_value * i / 4
-        y = top + plot_h - plot_h * i / 4
-        parts.append(f'<line class="grid" x1="{left}" x2="{width - 12}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        parts.append(
-            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_e(fmt.format(tick))}</text>'
-        )
-    for gi, g in enumerate(groups):
-        x0 = left + gi * gw + (gw - bw * len(series)) / 2
-        for si, s in enumerate(series):
-            v = values.get((g, s))
-            if v is None or not math.isfinite(v):
-                continue
-            h = plot_h * min(v, top_value) / top_value if top_value else 0.0
-            x, y = x0 + si * bw, top + plot_h - h
-            color = _PALETTE[si % len(_PALETTE)]
-            parts.append(
-                f'<rect class="bar" data-group="{_e(g)}" data-series="{_e(s)}" data-value="{v}" x="{x:.1f}" '
-                f'y="{y:.1f}" width="{bw - 2:.1f}" height="{h:.1f}" fill="{color}">'
-                f"<title>{_e(g)} · {_e(s)}: {_e(fmt.format(v))}</title></rect>"
-            )
-        label = g if len(g) <= 18 else g[:17] + "…"
-        parts.append(
-            f'<text class="label" x="{left + gi * gw + gw / 2:.1f}" y="{height - bottom + 16}" '
-            f'text-anchor="middle">{_e(label)}</text>'
-        )
-    parts.append(f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{top + plot_h}"/>')
-    parts.append("</svg>")
-    return f"<figure><figcaption>{_e(title)}</figcaption>{''.join(parts)}{_legend(series)}</figure>"
-
-
-def line_chart(
-    chart_id: str,
-    title: str,
-    series: Mapping[str, Sequence[tuple[float, float]]],
-    *,
-    xlabel: str,
-    ylabel: str,
-) -> str:
-    """Lines with markers as an inline ``<svg>`` on [0, 1] × [0, 1] axes."""
-    width, height, left, bottom, top, right = 720, 300, 56, 48, 16, 16
-    plot_w, plot_h = width - left - right, height - bottom - top
-
-    def px(x: float) -> float:
-        return left + plot_w * max(0.0, min(1.0, x))
-
-    def py(y: float) -> float:
-        return top + plot_h - plot_h * max(0.0, min(1.0, y))
-
-    parts = [f'<svg class="chart" id="{_e(chart_id)}" viewBox="0 0 {width} {height}" role="img">']
-    parts.append(f"<title>{_e(title)}</title>")
-    for i in range(6):
-        t = i / 5
-        parts.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{py(t):.1f}" y2="{py(t):.1f}"/>')
-        parts.append(f'<text class="tick" x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{t:.1f}</text>')
-        parts.append(f'<text class="tick" x="{px(t):.1f}" y="{top + plot_h + 16}" text-anchor="middle">{t:.1f}</text>')
-    parts.append(
-        f'<text class="label" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">{_e(xlabel)}</text>'
-    )
-    parts.append(
-        f'<text class="label" transform="translate(14,{top + plot_h / 2:.1f}) rotate(-90)" '
-        f'text-anchor="middle">{_e(ylabel)}</text>'
-    )
-    for si, (name, points) in enumerate(series.items()):
-        color = _PALETTE[si % len(_PALETTE)]
-        pts = sorted(points)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline class="line" data-series="{_e(name)}" points="{path}" stroke="{color}"/>')
-        for x, y in pts:
-            parts.append(
-                f'<circle class="point" data-series="{_e(name)}" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" '
-                f'fill="{color}"><title>{_e(name)}: {xlabel} {x:.3f}, {ylabel} {y:.3f}</title></circle>'
-            )
-    parts.append("</svg>")
-    return f"<figure><figcaption>{_e(title)}</figcaption>{''.join(parts)}{_legend(list(series))}</figure>"
-
-
-# --- sections --------------------------------------------------------------------------------------
 
 
 def _metrics_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
@@ -411,9 +227,7 @@ def _misses_section(
     options = '<option value="">every selector</option>' + "".join(
         f'<option value="{_e(s)}">{_e(s)}</option>' for s in selectors
     )
-    kinds = '<option value="">every kind</option>' + "".join(
-        f'<option value="{k_}">{k_}</option>' for k_ in _KIND_ORDER
-    )
+    kinds = '<option value="">every kind</option>' + "".join(f'<option value="{k_}">{k_}</option>' for k_ in KIND_ORDER)
     rows = []
     for m in misses:
         gold = set(m.gold)

@@ -35,12 +35,13 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import replace
+from typing import Literal
 
 from shortlist.errors import ConfigError
 from shortlist.events import EventHook
+from shortlist.integrations._turn import Conversation, ToolChoice, found_in, tool_candidate
 from shortlist.offer import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
@@ -52,7 +53,7 @@ from shortlist.offer import (
 )
 from shortlist.selection.base import Selector
 from shortlist.selection.facade import DEFAULT, Shortlist
-from shortlist.tokens import estimate_tokens, tool_tokens
+from shortlist.tokens import tool_tokens
 from shortlist.types import Candidate, Query, TurnSelection
 
 __all__ = [
@@ -68,106 +69,8 @@ __all__ = [
 ]
 
 
-def tool_candidate(name: str, description: str | None, parameters: Mapping[str, Any] | None = None) -> Candidate:
-    """The candidate a selector sees for one framework tool (``id == name``)."""
-    return Candidate(name, name, description or "", parameters=dict(parameters) if parameters else None)
-
-
-def found_in(content: Any) -> tuple[str, ...]:
-    """The tool names a ``find_tools`` result (as :meth:`ToolNarrower.search_result` wrote it) names.
-
-    Anything else (an error message, a user's own JSON) names nothing.
-    """
-    if isinstance(content, (bytes, bytearray)):
-        content = content.decode("utf-8", "replace")
-    if isinstance(content, str):
-        try:
-            content = json.loads(content)
-        except ValueError:
-            return ()
-    found = content.get("found") if isinstance(content, Mapping) else None
-    if not isinstance(found, list):
-        return ()
-    return tuple(item["name"] for item in found if isinstance(item, Mapping) and isinstance(item.get("name"), str))
-
-
 #: The offer policies an integration supports (``deferred`` needs the provider's deferred loading).
 NarrowingPolicy = Literal["stable", "per_turn"]
-
-
-@dataclass
-class Conversation:
-    """What an adapter sees of a conversation, in order: its user messages, the size of the rest, found tools.
-
-    Build it by walking the framework's messages: :meth:`system` / :meth:`other` for any text
-    that is not a user message, :meth:`user` for each user message, :meth:`found_tools` for each
-    ``find_tools`` result (:func:`found_in`).
-
-    Attributes:
-        turns: one ``(user message, prefix tokens before it, tools found before it)`` per user
-            message, oldest first (the prefix is an estimate: characters / 4).
-        found: every tool name ``find_tools`` results named, oldest first.
-    """
-
-    turns: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
-    found: list[str] = field(default_factory=list)
-    chars: int = 0
-
-    def system(self, text: str) -> Conversation:
-        """A system prompt (or instructions): part of the prefix behind the tools."""
-        self.chars += len(text)
-        return self
-
-    def other(self, text: str | int) -> Conversation:
-        """Any other message (an answer, a tool call or result): its text or its length."""
-        self.chars += text if isinstance(text, int) else len(text)
-        return self
-
-    def user(self, text: str) -> Conversation:
-        """A user message: a new turn."""
-        self.turns.append((text, estimate_tokens(self.chars), tuple(self.found)))
-        self.chars += len(text)
-        return self
-
-    def found_tools(self, names: Iterable[str]) -> Conversation:
-        """The names one ``find_tools`` result made available."""
-        self.found.extend(names)
-        return self
-
-    @property
-    def latest(self) -> str:
-        """The latest user message ("" before the first)."""
-        return self.turns[-1][0] if self.turns else ""
-
-    @classmethod
-    def of(cls, query: str, found: Iterable[str] = ()) -> Conversation:
-        """A one-turn conversation (a query with no history)."""
-        return cls().user(query).found_tools(found)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolChoice:
-    """The tools one model call is offered.
-
-    Attributes:
-        names: the tool names to give the framework, in the framework's own order (narrowed
-            ones, pins and the tools found by earlier searches).
-        selection: the :class:`~shortlist.selection.TurnSelection` that decided the tools
-            (``per_turn``: this turn's; ``stable``: the first turn's, or the latest that changed
-            them; ``fallback`` says why every tool is offered).
-        found: the names earlier ``find_tools`` results made available.
-        search_tool: whether the ``find_tools`` tool is offered too (some tool is left out).
-    """
-
-    names: tuple[str, ...]
-    selection: TurnSelection
-    found: tuple[str, ...] = ()
-    search_tool: bool = False
-
-    @property
-    def fallback(self) -> str | None:
-        """None when narrowed, else why every tool is offered (see ``FALLBACK_REASONS``)."""
-        return self.selection.fallback
 
 
 class ToolNarrower:

@@ -18,18 +18,17 @@ retried (the server is alive; a side-effecting call must not run twice). Each re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import re
 import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 from shortlist.errors import ConfigError, MCPServerError, MissingDependencyError
 from shortlist.events import Event, EventHook, emit
+from shortlist.mcp._connection import Connection, is_connection_error
 from shortlist.mcp.tools import (
     mcp_tool_candidate,
     parse_tool_name,
@@ -52,8 +51,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("shortlist.mcp")
-
-_CONNECTION_CLOSED = -32000
 
 
 def require_mcp() -> None:
@@ -239,153 +236,6 @@ class MCPCallResult:
         return {"content": list(self.content), "structured": self.structured, "is_error": self.is_error}
 
 
-def _is_connection_error(exc: BaseException) -> bool:
-    import anyio
-    from mcp.shared.exceptions import MCPError
-
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_connection_error(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):  # closed stream, or an HTTP session the server no longer knows
-        message = exc.message.lower()
-        return exc.code == _CONNECTION_CLOSED or "session not found" in message or "session terminated" in message
-    transport_errors: tuple[type[BaseException], ...] = ()
-    with contextlib.suppress(ImportError):
-        import httpx2
-
-        transport_errors = (httpx2.TransportError,)
-    return isinstance(
-        exc,
-        (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError, EOFError, *transport_errors),
-    )
-
-
-class _Connection:
-    """One server connection, owned by a background task that holds the SDK's context managers."""
-
-    def __init__(self, spec: MCPServerSpec, *, connect_timeout_s: float, call_timeout_s: float) -> None:
-        self.spec = spec
-        self.connect_timeout_s = connect_timeout_s
-        self.call_timeout_s = call_timeout_s
-        self.session: Any = None
-        self.tools: list[Candidate] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._errlog: IO[str] | None = None
-
-    def stderr_tail(self, limit: int = 800) -> str:
-        """The end of what the stdio process wrote on stderr."""
-        if self._errlog is None:
-            return ""
-        with contextlib.suppress(OSError, ValueError):
-            self._errlog.flush()
-            self._errlog.seek(0)
-            return self._errlog.read()[-limit:].strip()
-        return ""
-
-    @property
-    def alive(self) -> bool:
-        return self.session is not None and self._task is not None and not self._task.done()
-
-    def _transport(self) -> Any:
-        if self.spec.command:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(
-                command=self.spec.command[0],
-                args=list(self.spec.command[1:]),
-                env=dict(self.spec.env) if self.spec.env is not None else None,
-                cwd=self.spec.cwd,
-            )
-            self._close_errlog()
-            self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            return stdio_client(params, errlog=self._errlog)
-        from mcp.client.streamable_http import streamable_http_client
-
-        assert self.spec.url is not None
-        if self.spec.headers:
-            import httpx2
-
-            client = httpx2.AsyncClient(headers=dict(self.spec.headers), timeout=self.call_timeout_s)
-            return streamable_http_client(self.spec.url, http_client=client)
-        return streamable_http_client(self.spec.url)
-
-    async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
-        from mcp import ClientSession
-
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(self._transport())
-                read, write = streams[0], streams[1]
-                session = await stack.enter_async_context(
-                    ClientSession(read, write, read_timeout_seconds=self.call_timeout_s)
-                )
-                await session.initialize()
-                self.session = session
-                ready.set_result(None)
-                await stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else MCPServerError(repr(exc)))
-            elif not isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
-                logger.debug("MCP server %s: connection ended: %r", self.spec.name, exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-        finally:
-            self.session = None
-
-    async def open(self) -> None:
-        """Start the server / open the session and initialise it."""
-        await self.close()
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        self._stop = asyncio.Event()
-        self.tools = None
-        self._task = asyncio.create_task(self._run(ready, self._stop), name=f"mcp-{self.spec.name}")
-        try:
-            await asyncio.wait_for(asyncio.shield(ready), timeout=self.connect_timeout_s)
-        except asyncio.CancelledError:
-            await self.close()
-            raise
-        except Exception as exc:
-            await self.close(keep_errlog=True)
-            where = self.spec.url or shlex.join(self.spec.command)
-            tail = self.stderr_tail()
-            self._close_errlog()
-            detail = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-            raise MCPServerError(
-                f"MCP server {self.spec.name!r} ({where}) did not start: {detail}"
-                + (f"; stderr: {tail[-300:]}" if tail else "")
-            ) from exc
-
-    def _close_errlog(self) -> None:
-        errlog, self._errlog = self._errlog, None
-        if errlog is not None:
-            errlog.close()
-
-    async def close(self, *, keep_errlog: bool = False) -> None:
-        """Close the session, stop the process and delete its stderr file (no error if not open).
-
-        ``keep_errlog``: keep the stderr file for :meth:`stderr_tail` (the caller closes it).
-        """
-        task, stop = self._task, self._stop
-        self._task = self._stop = None
-        self.session = None
-        try:
-            if task is None:
-                return
-            if stop is not None:
-                stop.set()
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
-            except BaseException:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-        finally:
-            if not keep_errlog:
-                self._close_errlog()
-
-
 class MCPClient:
     """Several MCP servers as one tool source (async).
 
@@ -414,7 +264,7 @@ class MCPClient:
         if dupes:
             raise ConfigError(f"duplicate MCP server names: {', '.join(dupes)}")
         self._conns = {
-            s.name: _Connection(s, connect_timeout_s=connect_timeout_s, call_timeout_s=call_timeout_s) for s in servers
+            s.name: Connection(s, connect_timeout_s=connect_timeout_s, call_timeout_s=call_timeout_s) for s in servers
         }
         self.retry_on_disconnect = retry_on_disconnect
         self._hooks = tuple(hooks)
@@ -429,7 +279,7 @@ class MCPClient:
         """The spec of ``server``."""
         return self._conn(server).spec
 
-    def _conn(self, server: str) -> _Connection:
+    def _conn(self, server: str) -> Connection:
         conn = self._conns.get(server)
         if conn is None:
             raise MCPServerError(f"unknown MCP server {server!r} (known: {', '.join(self._conns) or 'none'})")
@@ -464,14 +314,14 @@ class MCPClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _ensure(self, server: str) -> _Connection:
+    async def _ensure(self, server: str) -> Connection:
         conn = self._conn(server)
         async with self._lock(server):
             if not conn.alive:
                 await conn.open()
         return conn
 
-    async def _reconnect(self, server: str, error: BaseException) -> _Connection:
+    async def _reconnect(self, server: str, error: BaseException) -> Connection:
         conn = self._conn(server)
         emit(MCPReconnected(server=server, error=f"{type(error).__name__}: {error}"), hooks=self._hooks)
         async with self._lock(server):
@@ -483,14 +333,14 @@ class MCPClient:
         try:
             return await op(conn)
         except Exception as exc:
-            if not (self.retry_on_disconnect and (_is_connection_error(exc) or not conn.alive)):
+            if not (self.retry_on_disconnect and (is_connection_error(exc) or not conn.alive)):
                 raise
             first = exc
         conn = await self._reconnect(server, first)
         try:
             return await op(conn)
         except Exception as exc:
-            if _is_connection_error(exc) or not conn.alive:
+            if is_connection_error(exc) or not conn.alive:
                 raise MCPServerError(
                     f"MCP server {server!r} dropped again after a reconnect: {type(exc).__name__}: {exc}"
                 ) from exc
@@ -499,7 +349,7 @@ class MCPClient:
     async def list_server_tools(self, server: str, *, refresh: bool = False) -> list[Candidate]:
         """The tools of one server as candidates (cached until a reconnect or ``refresh``)."""
 
-        async def op(conn: _Connection) -> list[Candidate]:
+        async def op(conn: Connection) -> list[Candidate]:
             if conn.tools is not None and not refresh:
                 return conn.tools
             import mcp.types as mt
@@ -539,7 +389,7 @@ class MCPClient:
             raise MCPServerError(f"{name!r} is not an MCP tool name (mcp__<server>__<tool>)")
         server, tool = parsed
 
-        async def op(conn: _Connection) -> MCPCallResult:
+        async def op(conn: Connection) -> MCPCallResult:
             result = await conn.session.call_tool(tool, dict(arguments or {}))
             blocks = tuple(b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content)
             structured = result.structured_content

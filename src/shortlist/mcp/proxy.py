@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.events import Event, emit
+from shortlist.mcp._proxy_server import build_server
 from shortlist.mcp.client import MCPClient
-from shortlist.mcp.tools import mcp_policy, parse_tool_name
+from shortlist.mcp.tools import mcp_policy
 from shortlist.offer import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS, OfferState, search_tools
 from shortlist.selection.base import Selector
 from shortlist.selection.facade import Shortlist
@@ -407,59 +408,7 @@ class MCPProxy:
 
     def build_server(self, name: str = "shortlist-proxy") -> Any:
         """A low-level ``mcp`` :class:`Server` serving this proxy."""
-        import mcp.types as mt
-        from mcp.server.lowlevel import Server
-
-        def to_tool(c: Candidate) -> Any:
-            return mt.Tool(
-                name=c.id,
-                description=c.description,
-                input_schema=dict(c.parameters or {"type": "object", "properties": {}}),
-            )
-
-        def error(message: str) -> Any:
-            return mt.CallToolResult(content=[mt.TextContent(type="text", text=message)], is_error=True)
-
-        async def on_list_tools(ctx: Any, params: Any) -> Any:
-            return mt.ListToolsResult(tools=[to_tool(c) for c in await self.listed()])
-
-        async def on_call_tool(ctx: Any, params: Any) -> Any:
-            args = dict(params.arguments or {})
-            if params.name == SEARCH_TOOL_NAME:
-                query = args.get("query")
-                if not isinstance(query, str) or not query.strip():
-                    return error(f"{SEARCH_TOOL_NAME} needs a non-empty 'query' string")
-                raw_k = args.get("k")
-                if raw_k is not None and (isinstance(raw_k, bool) or not isinstance(raw_k, int)):
-                    return error(f"{SEARCH_TOOL_NAME}: 'k' must be an integer")
-                before = [c.id for c in await self.listed()]
-                found = await self.search(query, raw_k)
-                if [c.id for c in await self.listed()] != before:  # notify only a list that changed
-                    try:
-                        await ctx.session.send_tool_list_changed()
-                    except Exception as exc:  # the client may not accept notifications; the answer still stands
-                        logger.debug("tools/list_changed not sent: %r", exc)
-                return mt.CallToolResult(
-                    content=[mt.TextContent(type="text", text=json.dumps(found, ensure_ascii=False))],
-                    structured_content=found,
-                )
-            if parse_tool_name(params.name) is None:
-                return error(f"unknown tool {params.name!r}; use {SEARCH_TOOL_NAME} to find tools")
-            known = {c.id for c in await self.tools()}
-            if params.name not in known:
-                return error(f"unknown tool {params.name!r}; use {SEARCH_TOOL_NAME} to find tools")
-            await self.called(params.name)
-            try:
-                result = await self.client.call(params.name, args)
-            except Exception as exc:  # an upstream failure is the model's tool error, not a proxy crash
-                return error(f"{params.name} failed: {type(exc).__name__}: {exc}")
-            return mt.CallToolResult.model_validate(
-                {"content": list(result.content), "structuredContent": result.structured, "isError": result.is_error}
-            )
-
-        from shortlist import __version__
-
-        return Server(name, version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+        return build_server(self, name)
 
     async def serve_stdio(self) -> None:
         """Serve the proxy on this process's stdin/stdout until the client disconnects."""

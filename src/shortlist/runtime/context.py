@@ -22,28 +22,36 @@ every request of a conversation, and the messages append-only:
   dropped messages stated is not all lost: the sentences that carry facts (numbers, ids, names:
   :mod:`shortlist.reduction.facts`) are kept on one fact sheet at the start of the history,
   carried through every later reduction.
-* **Every request is compared with the previous one** (:class:`PrefixTracker`): whether the
-  cached prefix survived and, when not, which part broke it (``tools``, ``system``,
-  ``history``) and why (``offer_changed``, ``grounding``, ``reduction``, ...).
+* **Every request is compared with the previous one** (:class:`PrefixTracker`, in ``_prefix``):
+  did the cached prefix survive, and if not, which part broke it and why.
+
+This module holds :class:`HistoryWindow`; its parts live beside it: the prefix check
+(``_prefix``), the fact sheet of what reductions removed (``_history_facts``), and the values
+the window takes and reports (``_history_types``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist.errors import ConfigError, ContextBudgetError
 from shortlist.events import Event, emit
+from shortlist.runtime._history_facts import CLEARED_TOOL_RESULT, keep_facts, text_parts
+from shortlist.runtime._history_types import (
+    GROUNDING_PLACEMENTS,
+    GroundingPlacement,
+    InjectedContext,
+    Reduction,
+)
+from shortlist.runtime._prefix import PrefixBroken, PrefixCheck, PrefixTracker
 
 if TYPE_CHECKING:
     from shortlist.reduction import ContextFragment, ReductionStage
     from shortlist.reduction.facts import FactSheet
-    from shortlist.runtime.formats import Format
 
 __all__ = [
     "CLEARED_TOOL_RESULT",
@@ -61,10 +69,6 @@ __all__ = [
     "Reduction",
 ]
 
-#: Where a turn's grounding, memories and skill index go: ``history`` (the default: with the
-#: turn, after the cached prefix) or ``system`` (rendered into the system prompt every turn).
-GroundingPlacement = Literal["history", "system"]
-GROUNDING_PLACEMENTS: tuple[str, ...] = ("history", "system")
 #: The share of the history budget a reduction brings the history down to.
 DEFAULT_LOW_WATER = 0.5
 #: The most of the low-water mark the fact sheet of removed messages may take.
@@ -75,25 +79,6 @@ FACT_SHEET_SHARE = 0.25
 #: without a bound, a long session's user turns fill the mark and the reductions come ever more
 #: often (measured in docs/reduction.md, "Long sessions").
 USER_SHARE = 0.5
-#: What a cleared tool result says instead of its content (its call id stays, so the pair is valid).
-CLEARED_TOOL_RESULT = (
-    "[cleared: an earlier tool result was removed to keep the context small; call the tool again if needed]"
-)
-
-PrefixPart = Literal["tools", "system", "history"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class PrefixBroken(Event):
-    """A request did not extend the previous one: the provider re-writes its cache from ``part`` on."""
-
-    name: ClassVar[str] = "runtime.prefix_broken"
-    area: ClassVar[str] = "runtime"
-    level: int = logging.INFO
-    request: int = 0
-    part: str = ""
-    reason: str = ""
-    detail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,260 +99,6 @@ class HistoryReduced(Event):
     dropped_messages: int = 0
     kept_searches: int = 0
     kept_facts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixCheck:
-    """How one request compares with the previous request of the conversation.
-
-    Attributes:
-        request: the request's number in the conversation (1 = the first).
-        survived: every part of the previous request is a prefix of this one (tools and system
-            byte-identical, the previous messages extended), so the provider reads its cache.
-        part: the first part that differs (``tools``, ``system`` or ``history``), None when the
-            prefix survived or on the first request.
-        reason: why that part changed (``first_request``, ``offer_changed``, ``tool_loaded``,
-            ``skill_tools``, ``skill_index``, ``grounding``, ``system_prompt``, ``reduction``,
-            ``history_replaced``, or ``<part>_changed`` when the runtime knows no cause);
-            ``""`` when the prefix survived.
-        cache_miss_reason: the break in the provider's words (Anthropic's cache diagnostics:
-            ``tools_changed``, ``system_changed``, ``messages_changed``), ``""`` when the prefix
-            survived or on the first request.
-        detail: what changed, for a person: the tools added, removed or redefined (or their
-            order), the character at which the system prompt first differs, the first history
-            message that differs or how much shorter the history got; ``""`` without a break.
-    """
-
-    request: int
-    survived: bool
-    part: PrefixPart | None = None
-    reason: str = ""
-    cache_miss_reason: str = ""
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _strip_cache_control(message: Any) -> Any:
-    # Anthropic's breakpoint moves to the newest block each request; it is not part of the prefix
-    if not isinstance(message, Mapping):
-        return message
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    blocks = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, Mapping) else b for b in content]
-    return {**message, "content": blocks}
-
-
-def _digest(message: Any) -> bytes:
-    return hashlib.blake2b(_canonical(_strip_cache_control(message)).encode(), digest_size=16).digest()
-
-
-def _tool_name(tool: Any) -> str:
-    if not isinstance(tool, Mapping):
-        return "?"
-    function = tool.get("function")
-    if isinstance(function, Mapping) and "name" in function:  # OpenAI chat completions
-        return str(function["name"])
-    return str(tool.get("name", "?"))
-
-
-def _tools_detail(before: Sequence[tuple[str, str]], now: Sequence[tuple[str, str]]) -> str:
-    """Which tools were added, removed or redefined between two tools arrays (else: the order)."""
-    old, new = dict(before), dict(now)
-    added = [n for n in new if n not in old]
-    removed = [n for n in old if n not in new]
-    redefined = [n for n in new if n in old and new[n] != old[n]]
-    parts = [
-        f"{label}: {', '.join(names)}"
-        for label, names in (("added", added), ("removed", removed), ("redefined", redefined))
-        if names
-    ]
-    return "; ".join(parts) or "tool order changed"
-
-
-def _first_difference(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-
-
-_MISS_REASONS: dict[str, str] = {"tools": "tools_changed", "system": "system_changed", "history": "messages_changed"}
-
-
-class PrefixTracker:
-    """Compares each request of a conversation with the previous one, part by part.
-
-    The runtime passes, with each request, *signals* per part: named values it changes when it
-    changes that part on purpose (the offer's block, the loaded tools, the grounding rendered
-    into the system prompt, the number of reductions, ...). When a part differs, the reason is
-    the first signal of that part whose value changed since the previous request.
-
-    Args:
-        fmt: the request format (where the system prompt is: Anthropic's ``system``, OpenAI's
-            first message, the Responses API's first ``input`` item).
-    """
-
-    def __init__(self, fmt: Format) -> None:
-        self.fmt: Format = fmt
-        #: requests checked so far
-        self.requests = 0
-        #: requests whose cached prefix broke (the first request is not counted)
-        self.breaks = 0
-        self._tools: str | None = None
-        self._tool_list: list[tuple[str, str]] = []
-        self._system = ""
-        self._messages: list[bytes] = []
-        self._signals: dict[str, dict[str, Any]] = {}
-
-    def _parts(self, request: Mapping[str, Any]) -> tuple[str, str, list[bytes]]:
-        messages = list(request.get("messages") or request.get("input") or [])
-        if self.fmt == "anthropic":
-            system: Any = request.get("system")
-        else:
-            has_system = bool(messages) and isinstance(messages[0], Mapping) and messages[0].get("role") == "system"
-            system = messages[0] if has_system else None
-            messages = messages[1:] if has_system else messages
-        return _canonical(request.get("tools")), _canonical(system), [_digest(m) for m in messages]
-
-    def _detail(self, part: PrefixPart, tool_list: list[tuple[str, str]], system: str, messages: list[bytes]) -> str:
-        if part == "tools":
-            return _tools_detail(self._tool_list, tool_list)
-        if part == "system":
-            return f"system prompt differs from character {_first_difference(self._system, system)}"
-        same = next(
-            (i for i, (a, b) in enumerate(zip(self._messages, messages, strict=False)) if a != b),
-            min(len(self._messages), len(messages)),
-        )
-        if same == len(messages):
-            return f"history shortened from {len(self._messages)} to {len(messages)} messages"
-        return f"message {same + 1} of {len(self._messages)} changed ({same} kept as they were)"
-
-    def check(self, request: Mapping[str, Any], signals: Mapping[str, Mapping[str, Any]]) -> PrefixCheck:
-        """Compare ``request`` with the previous one and remember it; emit :class:`PrefixBroken` on a break.
-
-        Args:
-            request: the request body about to be sent.
-            signals: per part (``tools``, ``system``, ``history``), named values the runtime
-                changes when it changes that part.
-        """
-        tools, system, messages = self._parts(request)
-        raw_tools = request.get("tools")
-        tool_list = [(_tool_name(t), _canonical(t)) for t in raw_tools] if isinstance(raw_tools, list) else []
-        self.requests += 1
-        part: PrefixPart | None = None
-        if self._tools is None:
-            check = PrefixCheck(self.requests, False, None, "first_request")
-        else:
-            if tools != self._tools:
-                part = "tools"
-            elif system != self._system:
-                part = "system"
-            elif messages[: len(self._messages)] != self._messages or len(messages) < len(self._messages):
-                part = "history"
-            if part is None:
-                check = PrefixCheck(self.requests, True)
-            else:
-                before, now = self._signals.get(part, {}), signals.get(part, {})
-                reason = next((k for k, v in now.items() if before.get(k, v) != v), f"{part}_changed")
-                detail = self._detail(part, tool_list, system, messages)
-                check = PrefixCheck(self.requests, False, part, reason, _MISS_REASONS[part], detail)
-                self.breaks += 1
-                emit(PrefixBroken(request=self.requests, part=part, reason=reason, detail=detail))
-        self._tools, self._tool_list, self._system, self._messages = tools, tool_list, system, messages
-        self._signals = {p: dict(v) for p, v in signals.items()}
-        return check
-
-
-@dataclass(frozen=True, slots=True)
-class InjectedContext:
-    """One turn's injected context part and what it carries.
-
-    Attributes:
-        text: the part's text (the skill listing, then the ``<memories>`` and ``<grounding>`` blocks).
-        documents: citation ids of the passages it holds.
-        memories: ids of the memories it holds.
-        skills: names of the skills it lists.
-    """
-
-    text: str
-    documents: frozenset[str] = frozenset()
-    memories: frozenset[str] = frozenset()
-    skills: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Reduction:
-    """What one check of the history against its budget did.
-
-    Attributes:
-        reduced: the history was over its budget and was reduced (False: it fitted, untouched).
-        tokens_before / tokens_after: the history's tokens (None without a token budget).
-        chars_before / chars_after: its characters.
-        target_tokens / target_chars: the low-water mark a reduction brings it down to.
-        cleared_tool_results: old tool results replaced by :data:`CLEARED_TOOL_RESULT`.
-        cleared_context: old injected context parts removed from their user messages.
-        dropped_messages: messages the reduction stage dropped.
-        kept_searches: ``find_tools`` exchanges kept because a tool they loaded is still loaded.
-        over_budget: even the stage could not reach the low-water mark (best effort).
-        kept_facts: facts on the history's fact sheet after the reduction (what removed
-            messages stated; 0 when ``keep_facts`` is off).
-    """
-
-    reduced: bool
-    tokens_before: int | None
-    tokens_after: int | None
-    chars_before: int
-    chars_after: int
-    target_tokens: int | None = None
-    target_chars: int | None = None
-    cleared_tool_results: int = 0
-    cleared_context: int = 0
-    dropped_messages: int = 0
-    kept_searches: int = 0
-    over_budget: bool = False
-    kept_facts: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the turn report's ``reduction``, with ``skipped`` = not reduced)."""
-        return {"skipped": not self.reduced, **asdict(self)}
-
-
-def _text_parts(content: Any) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [p["text"] for p in content if isinstance(p, Mapping) and p.get("type") == "text" and "text" in p]
-
-
-def _said(message: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(role, text)`` of what a message states in words (a tool call's arguments are not counted)."""
-    role = str(message.get("role", ""))
-    content = message.get("content")
-    texts = [content] if isinstance(content, str) else _text_parts(content)
-    return [(role, t) for t in texts if t]
-
-
-def _without_sheet(message: dict[str, Any], header: str) -> dict[str, Any] | None:
-    """``message`` without a fact-sheet part (None when the sheet was all of it)."""
-    if message.get("role") != "user":
-        return message
-    content = message.get("content")
-    if isinstance(content, str):
-        return None if content.startswith(header) else message
-    if not isinstance(content, list):
-        return message
-    rest = [
-        p
-        for p in content
-        if not (isinstance(p, Mapping) and p.get("type") == "text" and str(p.get("text", "")).startswith(header))
-    ]
-    if len(rest) == len(content):
-        return message
-    return {**message, "content": rest} if rest else None
 
 
 @dataclass
@@ -592,58 +323,19 @@ class HistoryWindow:
 
     def _keep_facts(self, before: Sequence[Mapping[str, Any]], injected: Collection[str]) -> int:
         """Put what the removed messages stated on the fact sheet, at the history's start; return its facts."""
-        from shortlist.reduction.facts import FACTS_HEADER
-
         assert self.facts is not None
-        remaining: dict[tuple[str, str], int] = {}
-        for message in self.messages:
-            for said in _said(message):
-                remaining[said] = remaining.get(said, 0) + 1
-        from shortlist.offer import SEARCH_TOOL_NAME
+        self.messages = keep_facts(self.facts, before, self.messages, injected, self._sheet_room)
+        return len(self.facts.facts)
 
-        searches = {  # a find_tools result lists definitions, not facts of the conversation
-            str(c.get("id"))
-            for m in before
-            for c in m.get("tool_calls") or ()
-            if isinstance(c, Mapping) and (c.get("function") or {}).get("name") == SEARCH_TOOL_NAME
-        }
-        lost: list[tuple[str, str]] = []
-        for old in before:
-            if old.get("role") == "tool" and str(old.get("tool_call_id")) in searches:
-                continue
-            for role, text in _said(old):
-                if text in injected or text.startswith(FACTS_HEADER) or text == CLEARED_TOOL_RESULT:
-                    continue  # context comes back by retrieval; the old sheet is re-rendered below
-                if remaining.get((role, text), 0) > 0:
-                    remaining[(role, text)] -= 1
-                else:
-                    lost.append((role, text))
-        self.facts.add(lost)
-        self.messages = [m for m in (_without_sheet(m, FACTS_HEADER) for m in self.messages) if m is not None]
-        # the sheet fits under the low-water mark with the messages (else, under the budget itself)
-        sizes = self._sizes(self._fragments(self.messages))
+    def _sheet_room(self, messages: list[dict[str, Any]]) -> int:
+        """The fact sheet's room beside ``messages``: under the low-water mark with them (else under the budget)."""
+        sizes = self._sizes(self._fragments(messages))
         by_tokens = self.max_tokens is not None
         mark = self.target_tokens if by_tokens else self.target_chars
         budget = self.max_tokens if by_tokens else self.max_chars
         used = sum(sizes.tokens) if by_tokens else sum(sizes.chars)
         assert mark is not None and budget is not None
-        room = (mark if used <= mark else budget) - used - self.facts.count(" ")  # a little for the part's framing
-        self.facts.fit(min(self.facts.max_size, max(0, room)))
-        sheet = self.facts.render()
-        if sheet:
-            part = {"type": "text", "text": sheet}
-            first = self.messages[0] if self.messages else None
-            if first is not None and first.get("role") == "user":
-                content = first.get("content")
-                rest = (
-                    list(content)
-                    if isinstance(content, list)
-                    else ([{"type": "text", "text": content}] if content else [])
-                )
-                self.messages[0] = {**first, "content": [part, *rest]}
-            else:
-                self.messages.insert(0, {"role": "user", "content": [part]})
-        return len(self.facts.facts)
+        return (mark if used <= mark else budget) - used
 
     def _clear(self, sizes: _Sizes, keep: set[str]) -> tuple[int, int]:
         """Clear old tool results and old injected context, oldest first, until the low-water mark holds."""
@@ -668,7 +360,7 @@ class HistoryWindow:
                     if not (isinstance(p, Mapping) and p.get("type") == "text" and p.get("text") in injected)
                 ]
                 if rest and len(rest) < len(content):  # a message that is only context stays whole
-                    own = _text_parts(rest)
+                    own = text_parts(rest)
                     new = {**message, "content": own[0] if len(rest) == 1 and len(own) == 1 else rest}
                     cleared_context += 1
             if new is not None:
@@ -724,5 +416,5 @@ class HistoryWindow:
 
     def _forget_removed_context(self) -> None:
         """Keep only the injected parts still in the history (what a reduction removed may come back)."""
-        texts = {t for m in self.messages if m.get("role") == "user" for t in _text_parts(m.get("content"))}
+        texts = {t for m in self.messages if m.get("role") == "user" for t in text_parts(m.get("content"))}
         self._injected = [part for part in self._injected if part.text in texts]

@@ -63,7 +63,7 @@ from typing import Any, Literal, get_args
 
 from shortlist.offer import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 from shortlist.offer.bridge import CALL_TOOL_DESCRIPTION, CALL_TOOL_NAME, CALL_TOOL_PARAMETERS
-from shortlist.runtime.model import ModelError
+from shortlist.runtime._answers import ModelTurn, ToolCall, parse_response
 
 __all__ = [
     "ANTHROPIC_BETAS",
@@ -156,24 +156,6 @@ class ToolDef:
 FIND_TOOLS = ToolDef(SEARCH_TOOL_NAME, SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_PARAMETERS)
 #: The bridge of the fixed surface: calls a tool ``find_tools`` found (:mod:`shortlist.offer.bridge`).
 CALL_TOOL = ToolDef(CALL_TOOL_NAME, CALL_TOOL_DESCRIPTION, CALL_TOOL_PARAMETERS)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool call the model made."""
-
-    id: str
-    name: str
-    arguments: Mapping[str, Any] | str
-
-
-@dataclass(frozen=True, slots=True)
-class ModelTurn:
-    """What the model answered: text and/or tool calls, plus the assistant message for the history."""
-
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    message: dict[str, Any]
 
 
 SearchResultMode = Literal["references", "definitions", "names", "additions", "tools"]
@@ -417,57 +399,3 @@ def build_request(
         req["tools"] = [t.render(fmt) for t in tools]
     req["messages"] = [{"role": "system", "content": system}, *history]
     return req
-
-
-def parse_response(fmt: Format, body: Mapping[str, Any]) -> ModelTurn:
-    """Read the text and tool calls of a response body.
-
-    A Responses answer's client ``tool_search_call`` is read as a ``find_tools`` call, and a
-    ``function_call``'s ``namespace`` is kept on the call (the next request sends it back).
-
-    Raises:
-        ModelError: the body does not have the format's shape.
-    """
-    if fmt == "openai-responses":
-        from shortlist.runtime.responses import from_responses_answer
-
-        return parse_response("openai", from_responses_answer(body, client_search=True))
-    if fmt == "anthropic":
-        blocks = body.get("content")
-        if not isinstance(blocks, list):
-            raise ModelError("an Anthropic response needs a `content` list")
-        texts = [b.get("text", "") for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"]
-        calls = tuple(
-            ToolCall(str(b.get("id", "")), str(b.get("name", "")), b.get("input") or {})
-            for b in blocks
-            if isinstance(b, Mapping) and b.get("type") == "tool_use"
-        )
-        message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
-        if calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                for c in calls
-            ]
-        return ModelTurn("\n".join(texts), calls, message)
-    msg: Any = body
-    if "choices" in body:
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-            raise ModelError("an OpenAI response needs a non-empty `choices` list")
-        msg = choices[0].get("message")
-    if not isinstance(msg, Mapping):
-        raise ModelError("an OpenAI response needs `choices[0].message`")
-    calls = tuple(
-        ToolCall(
-            str(c.get("id", "")),
-            str(c.get("function", {}).get("name", "")),
-            c.get("function", {}).get("arguments") or "{}",
-        )
-        for c in msg.get("tool_calls") or ()
-        if isinstance(c, Mapping)
-    )
-    text = msg.get("content") or ""
-    message = {"role": "assistant", "content": text if isinstance(text, str) else ""}
-    if calls:
-        message["tool_calls"] = [dict(c) for c in msg.get("tool_calls") or ()]
-    return ModelTurn(text if isinstance(text, str) else "", calls, message)

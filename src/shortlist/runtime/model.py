@@ -29,6 +29,16 @@ import httpx
 
 from shortlist.errors import ConfigError, ModelError
 from shortlist.model_guard import check_model_request
+from shortlist.runtime._model_checks import (
+    anthropic_shaped,
+    beta_flags,
+    chat_shaped,
+    check_positive,
+    check_tool_calls,
+    count_tool_calls,
+    error_detail,
+    responses_shaped,
+)
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -69,40 +79,6 @@ class ChatModel(ABC):
         """Release connections."""
 
 
-def count_tool_calls(body: Mapping[str, Any]) -> int:
-    """The tool calls an answer carries, in any of the three shapes.
-
-    OpenAI chat ``choices[*].message.tool_calls``, Anthropic ``content[*]`` blocks of type
-    ``tool_use``, Responses ``output[*]`` items of type ``function_call`` or ``tool_search_call``; a bare assistant
-    message (what a callable may return) counts its ``tool_calls``.
-    """
-    n = 0
-    choices = body.get("choices")
-    if isinstance(choices, list):
-        for choice in choices:
-            msg = choice.get("message") if isinstance(choice, Mapping) else None
-            if isinstance(msg, Mapping) and isinstance(msg.get("tool_calls"), list):
-                n += len(msg["tool_calls"])
-    elif isinstance(body.get("tool_calls"), list):
-        n += len(body["tool_calls"])
-    for key, kinds in (("content", ("tool_use",)), ("output", ("function_call", "tool_search_call"))):
-        items = body.get(key)
-        if isinstance(items, list):
-            n += sum(1 for b in items if isinstance(b, Mapping) and b.get("type") in kinds)
-    return n
-
-
-def _check_tool_calls(body: Mapping[str, Any], limit: int, who: str) -> None:
-    n = count_tool_calls(body)
-    if n > limit:
-        raise ModelError(f"{who} answered {n} tool calls in one answer, more than max_tool_calls={limit}; none was run")
-
-
-def _positive(name: str, value: float, owner: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{owner}: {name} must be a positive number, not {value!r}")
-
-
 ModelFunc = Callable[[Mapping[str, Any]], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
 
 
@@ -121,7 +97,7 @@ class CallableModel(ChatModel):
     def __init__(
         self, func: ModelFunc, *, model: str = "host-model", max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     ) -> None:
-        _positive("max_tool_calls", max_tool_calls, "CallableModel")
+        check_positive("max_tool_calls", max_tool_calls, "CallableModel")
         self._func = func
         self.model = model
         self.max_tool_calls = int(max_tool_calls)
@@ -137,22 +113,8 @@ class CallableModel(ChatModel):
             out = await out
         if not isinstance(out, Mapping):
             raise ModelError(f"the model callable returned {type(out).__name__}, expected a response object")
-        _check_tool_calls(out, self.max_tool_calls, "the model callable")
+        check_tool_calls(out, self.max_tool_calls, "the model callable")
         return out
-
-
-def _error_detail(raw: bytes) -> str:
-    """The provider's error message when the body is a JSON error, else the body's start."""
-    text = raw[:2000].decode("utf-8", "replace")
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return text[:200]
-    err = body.get("error") if isinstance(body, Mapping) else None
-    if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-        kind = err.get("type") or err.get("code")
-        return f"{kind}: {err['message'][:300]}" if kind else err["message"][:300]
-    return text[:200]
 
 
 class HTTPChatModel(ChatModel):
@@ -187,9 +149,9 @@ class HTTPChatModel(ChatModel):
             raise ConfigError(f"{owner} needs an http(s) base_url, not {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ConfigError(f"{owner} needs a model name")
-        _positive("timeout_s", timeout_s, owner)
-        _positive("max_response_bytes", max_response_bytes, owner)
-        _positive("max_tool_calls", max_tool_calls, owner)
+        check_positive("timeout_s", timeout_s, owner)
+        check_positive("max_response_bytes", max_response_bytes, owner)
+        check_positive("max_tool_calls", max_tool_calls, owner)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.timeout_s = float(timeout_s)
@@ -233,7 +195,7 @@ class HTTPChatModel(ChatModel):
         except httpx.HTTPError as exc:
             raise ModelError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
         if status >= 400:
-            raise ModelError(f"{where} answered {status}: {_error_detail(raw)}")
+            raise ModelError(f"{where} answered {status}: {error_detail(raw)}")
         try:
             answer = json.loads(raw)
         except ValueError as exc:
@@ -304,12 +266,12 @@ class OpenAIChatModel(HTTPChatModel):
                 ``choices`` list whose first entry has a ``message`` object.
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
-        if _anthropic_shaped(request):
+        if anthropic_shaped(request):
             raise ModelError(
                 f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), "
                 "not Anthropic messages (a top-level `system` or `input_schema` tools)"
             )
-        if _responses_shaped(request):
+        if responses_shaped(request):
             raise ModelError(
                 f"{type(self).__name__} takes chat-completions requests (Conversation(format='openai')), not "
                 "Responses requests (`input`): send Conversation(format='openai-responses') with OpenAIResponsesModel"
@@ -320,38 +282,8 @@ class OpenAIChatModel(HTTPChatModel):
             raise ModelError(f"{self.endpoint} {self.base_url} answered without a non-empty `choices` list")
         if not isinstance(choices[0].get("message"), Mapping):
             raise ModelError(f"{self.endpoint} {self.base_url} answered without `choices[0].message`")
-        _check_tool_calls(body, self.max_tool_calls, f"{self.endpoint} {self.base_url}")
+        check_tool_calls(body, self.max_tool_calls, f"{self.endpoint} {self.base_url}")
         return body
-
-
-def _anthropic_shaped(request: Mapping[str, Any]) -> bool:
-    """A messages request: a top-level ``system`` or tools with ``input_schema``."""
-    tools = request.get("tools")
-    return "system" in request or (
-        isinstance(tools, list) and any(isinstance(t, Mapping) and "input_schema" in t for t in tools)
-    )
-
-
-def _responses_shaped(request: Mapping[str, Any]) -> bool:
-    """A Responses request: ``input`` and no ``messages``."""
-    return "input" in request and "messages" not in request
-
-
-def _chat_shaped(request: Mapping[str, Any]) -> bool:
-    """A chat-completions request: the system prompt as the first message, or ``function`` tools."""
-    messages, tools = request.get("messages"), request.get("tools")
-    first = messages[0] if isinstance(messages, list) and messages else None
-    return (isinstance(first, Mapping) and first.get("role") == "system") or (
-        isinstance(tools, list) and any(isinstance(t, Mapping) and "function" in t for t in tools)
-    )
-
-
-def _flags(value: Any, where: str) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, Iterable) or not all(isinstance(b, str) and b for b in value):
-        raise ModelError(f"{where}: betas must be a list of non-empty strings, not {value!r}")
-    return list(value)
 
 
 class AnthropicMessagesModel(HTTPChatModel):
@@ -390,7 +322,7 @@ class AnthropicMessagesModel(HTTPChatModel):
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
     ) -> None:
         try:
-            self.betas: tuple[str, ...] = tuple(_flags(betas, "AnthropicMessagesModel"))
+            self.betas: tuple[str, ...] = tuple(beta_flags(betas, "AnthropicMessagesModel"))
         except ModelError as exc:
             raise ConfigError(str(exc)) from exc
         if not isinstance(version, str) or not version:
@@ -421,7 +353,7 @@ class AnthropicMessagesModel(HTTPChatModel):
             ModelRequestBlocked: inside a test suite, ``base_url`` is not a loopback host.
         """
         where = f"{self.endpoint} {self.base_url}"
-        if _chat_shaped(request) or _responses_shaped(request):
+        if chat_shaped(request) or responses_shaped(request):
             raise ModelError(
                 "AnthropicMessagesModel takes Anthropic messages requests (Conversation(format='anthropic')), "
                 "not chat completions (a system message first, or `function` tools) or Responses requests (`input`)"
@@ -429,14 +361,14 @@ class AnthropicMessagesModel(HTTPChatModel):
         body = {"model": self.model, **request}
         flags = list(self.betas)
         if "betas" in body:
-            flags += [f for f in _flags(body.pop("betas"), where) if f not in flags]
+            flags += [f for f in beta_flags(body.pop("betas"), where) if f not in flags]
         headers = {"anthropic-beta": ",".join(flags)} if flags else None
         answer = await self._post("/v1/messages", body, headers)
         if answer.get("type") == "error":
-            raise ModelError(f"{where} answered an error: {_error_detail(json.dumps(answer).encode())}")
+            raise ModelError(f"{where} answered an error: {error_detail(json.dumps(answer).encode())}")
         if not isinstance(answer.get("content"), list):
             raise ModelError(f"{where} answered without a `content` list")
-        _check_tool_calls(answer, self.max_tool_calls, where)
+        check_tool_calls(answer, self.max_tool_calls, where)
         return answer
 
 
@@ -495,7 +427,7 @@ class OpenAIResponsesModel(HTTPChatModel):
         from shortlist.runtime.responses import from_responses_answer, to_responses_request
 
         where = f"{self.endpoint} {self.base_url}"
-        if _anthropic_shaped(request):
+        if anthropic_shaped(request):
             raise ModelError(
                 "OpenAIResponsesModel takes chat-completions requests (Conversation(format='openai')) or "
                 "Responses requests, not Anthropic messages (a top-level `system` or `input_schema` tools)"
@@ -506,8 +438,8 @@ class OpenAIResponsesModel(HTTPChatModel):
             body.setdefault("store", self.store)
         answer = await self._post("/responses", body)
         if answer.get("status") == "failed" or isinstance(answer.get("error"), Mapping):
-            raise ModelError(f"{where} answered a failed response: {_error_detail(json.dumps(answer).encode())}")
+            raise ModelError(f"{where} answered a failed response: {error_detail(json.dumps(answer).encode())}")
         if not isinstance(answer.get("output"), list):
             raise ModelError(f"{where} answered without an `output` list")
-        _check_tool_calls(answer, self.max_tool_calls, where)
+        check_tool_calls(answer, self.max_tool_calls, where)
         return answer if native else from_responses_answer(answer, where=where)

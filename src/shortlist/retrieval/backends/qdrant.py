@@ -24,8 +24,9 @@ import numpy as np
 from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import ConfigError, MissingDependencyError
 from shortlist.events import emit
+from shortlist.retrieval.backends._embedded_files import analyser_problem as _analyser_problem
 from shortlist.retrieval.backends.base import PREFETCH, RRF_K, Hit, IndexBackend, Progress, UpsertReport
-from shortlist.retrieval.backends.embedded import IndexUnverified, _analyser_problem
+from shortlist.retrieval.backends.embedded import IndexUnverified
 from shortlist.retrieval.document import Chunk, Chunker, Document
 from shortlist.text import analyser
 
