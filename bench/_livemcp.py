@@ -12,7 +12,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from shortlist.retrieval.document import Document
+from shortlist.retrieval._document import Document
 
 CATALOG = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_int4_instruct.json"
 TASKS = "baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json"

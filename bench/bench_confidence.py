@@ -1,11 +1,11 @@
 """Zero-shot abstention of the hybrid ranker: the anchor confidence against the cosine one, side by side.
 
 For each dataset (a ``shortlist eval`` directory whose queries include some with an empty gold),
-both confidences of :class:`~shortlist.rankers.hybrid.HybridRanker` are computed on every query
+both confidences of :class:`~shortlist.rankers._hybrid.HybridRanker` are computed on every query
 over the whole catalog and reported as:
 
 * ``auroc``: how well the query's best confidence separates queries with a fitting tool from
-  those without (:func:`~shortlist.rankers.calibration.auroc`);
+  those without (:func:`~shortlist.rankers._calibration.auroc`);
 * ``recall@5_at_85``: Recall@5 of the queries with gold when the threshold is the 85th percentile
   of the no-tool queries' confidences (85% of them abstain; ``shortlist eval --curve`` gives the
   same point);
@@ -44,12 +44,12 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from shortlist.eval.datasets import EvalQuery, load_dataset, write_dataset  # noqa: E402
-from shortlist.eval.sources import Wheel, fetch_wheel  # noqa: E402
-from shortlist.rankers.calibration import auroc  # noqa: E402
-from shortlist.rankers.confidence import AnchorConfidence, ConfidenceKind  # noqa: E402
-from shortlist.rankers.hybrid import HybridRanker  # noqa: E402
-from shortlist.types import Query  # noqa: E402
+from shortlist._types import Query  # noqa: E402
+from shortlist.eval._datasets import EvalQuery, load_dataset, write_dataset  # noqa: E402
+from shortlist.eval._sources import Wheel, fetch_wheel  # noqa: E402
+from shortlist.rankers._calibration import auroc  # noqa: E402
+from shortlist.rankers._confidence import AnchorConfidence, ConfidenceKind  # noqa: E402
+from shortlist.rankers._hybrid import HybridRanker  # noqa: E402
 
 #: The wheel carrying BFCL v4's data files.
 BFCL = Wheel("bfcl-eval", "2026.3.23", "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a")
@@ -112,7 +112,7 @@ def quality(path: str, model: str | None = None) -> dict[str, Any]:
     ds = load_dataset(path)
     emb = None
     if model:
-        from shortlist.embeddings.default import DefaultEmbedder
+        from shortlist.embeddings._default import DefaultEmbedder
 
         emb = DefaultEmbedder(model=model)
     rankers = {kind: HybridRanker(embedder=emb, confidence=kind) for kind in KINDS}
@@ -144,7 +144,7 @@ def quality(path: str, model: str | None = None) -> dict[str, Any]:
 
 def latency(path: str, n: int) -> dict[str, Any]:
     """p50/p99 of one ``select`` with abstention on, both confidences interleaved; the anchors' one-time cost."""
-    from shortlist.embeddings.default import DefaultEmbedder
+    from shortlist.embeddings._default import DefaultEmbedder
 
     ds = load_dataset(path)
     emb = DefaultEmbedder(query_cache_size=0, vector_cache=None)

@@ -30,13 +30,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
-from shortlist.eval.conversations import load_conversations, run_conversation_eval
-from shortlist.eval.datasets import load_tools
+from shortlist._types import Candidate, Query
+from shortlist.eval._conversations import load_conversations, run_conversation_eval
+from shortlist.eval._datasets import load_tools
 from shortlist.offer import OfferPolicy, ToolSession
-from shortlist.rankers.base import Ranker
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.facade import Shortlist
-from shortlist.types import Candidate, Query
+from shortlist.rankers._base import Ranker
+from shortlist.selection._cousage import CoUsage
+from shortlist.selection._facade import Shortlist
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl-conversations-dev"
 

@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from shortlist.embeddings.base import Embedder, Vectors
-from shortlist.embeddings.default import DefaultEmbedder
-from shortlist.rankers.base import Abstention, Ranker
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import HybridRanker
-from shortlist.types import Candidate, Query
+from shortlist._types import Candidate, Query
+from shortlist.embeddings._base import Embedder, Vectors
+from shortlist.embeddings._default import DefaultEmbedder
+from shortlist.rankers._base import Abstention, Ranker
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.rankers._embedding import EmbeddingRanker
+from shortlist.rankers._hybrid import HybridRanker
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
 

@@ -2,7 +2,7 @@
 
 For each model (``old``: the shipped all-MiniLM-L6-v2 int8; ``new``: an int8 ONNX file, by
 default the packaged ``minilm-tools-int8``) and each selector (``embedding``, ``hybrid``),
-runs ``shortlist.eval.runner.run_eval`` on MetaTool and reports:
+runs ``shortlist.eval._runner.run_eval`` on MetaTool and reports:
 
 * ``metatool-heldout``: only the queries whose gold tools are all among the tools held out
   of the fine-tune (``scripts/train_embedder_heldout.json``), the whole catalog ranked. This
@@ -40,7 +40,7 @@ HELDOUT = ROOT / "scripts" / "train_embedder_heldout.json"
 
 
 def _embedder(which: str, path: str | None) -> Any:
-    from shortlist.embeddings.default import DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME, DefaultEmbedder
+    from shortlist.embeddings._default import DEFAULT_MODEL_NAME, TOOLS_MODEL_NAME, DefaultEmbedder
 
     if which == "old":
         return DefaultEmbedder(model=DEFAULT_MODEL_NAME, vector_cache=None)
@@ -53,10 +53,10 @@ def _embedder(which: str, path: str | None) -> Any:
 
 def _selector(kind: str, embedder: Any) -> Any:
     if kind == "embedding":
-        from shortlist.rankers.embedding import EmbeddingRanker
+        from shortlist.rankers._embedding import EmbeddingRanker
 
         return EmbeddingRanker(embedder=embedder)
-    from shortlist.rankers.hybrid import HybridRanker
+    from shortlist.rankers._hybrid import HybridRanker
 
     return HybridRanker(embedder=embedder)
 
@@ -70,8 +70,8 @@ def _metrics(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shortlist.eval.datasets import load_dataset
-    from shortlist.eval.runner import run_eval
+    from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._runner import run_eval
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--metatool", type=Path, required=True)

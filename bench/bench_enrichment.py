@@ -98,7 +98,7 @@ class StandIn:
                     self.by_tool.setdefault(g, []).append(row["text"])
         self.picks: dict[str, list[str]] = {}
         if rule == "spread":
-            from shortlist.embeddings.default import default_embedder
+            from shortlist.embeddings._default import default_embedder
 
             embedder = default_embedder()
             for tool, queries in self.by_tool.items():
@@ -153,8 +153,8 @@ def _serve(model: StandIn) -> tuple[ThreadingHTTPServer, str]:
 def _eval(tools: Any, dataset: Any) -> dict[str, Any]:
     from dataclasses import replace
 
-    from shortlist.eval.runner import run_eval
-    from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
+    from shortlist.eval._runner import run_eval
+    from shortlist.rankers._registry import DEFAULT_SELECTOR, create_builtin_selector
 
     selector = create_builtin_selector(DEFAULT_SELECTOR)
     rep = run_eval(selector, replace(dataset, tools=tuple(tools)), progress=False)
@@ -168,7 +168,7 @@ def _eval(tools: Any, dataset: Any) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from shortlist.enrichment import CatalogEnricher, EnrichmentStore
-    from shortlist.eval.datasets import load_dataset
+    from shortlist.eval._datasets import load_dataset
     from shortlist.feedback import FeedbackStore
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -48,7 +48,7 @@ VARIANTS: list[tuple[str, float, float, float]] = [
 
 
 def _metrics(scores: Any, gold: list[list[int]], splits: list[str]) -> dict[str, Any]:
-    from shortlist.eval.metrics import ndcg_at_k, recall_at_k
+    from shortlist.eval._metrics import ndcg_at_k, recall_at_k
 
     order = np.argsort(-scores, axis=1, kind="stable")[:, :10]
     nd, r5 = [], []
@@ -64,10 +64,10 @@ def _metrics(scores: Any, gold: list[list[int]], splits: list[str]) -> dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     from bench_enrichment import SEED, N, spread
-    from shortlist.embeddings.default import default_embedder
-    from shortlist.eval.datasets import load_dataset, load_queries
-    from shortlist.rankers.base import candidate_text
-    from shortlist.rankers.bm25 import Bm25Ranker
+    from shortlist.embeddings._default import default_embedder
+    from shortlist.eval._datasets import load_dataset, load_queries
+    from shortlist.rankers._base import candidate_text
+    from shortlist.rankers._bm25 import Bm25Ranker
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--metatool", type=Path, required=True)

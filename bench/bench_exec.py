@@ -37,9 +37,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from shortlist.exec import ExecSelector  # noqa: E402
-from shortlist.selection.base import FunctionSelector, Selector  # noqa: E402
-from shortlist.types import Candidate, Query  # noqa: E402
+from shortlist._types import Candidate, Query  # noqa: E402
+from shortlist.rankers._exec_client import ExecSelector  # noqa: E402
+from shortlist.selection._base import FunctionSelector, Selector  # noqa: E402
 
 K = 10
 

@@ -48,10 +48,10 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from shortlist.integrations.core import Conversation, ToolNarrower, tool_candidate  # noqa: E402
+from shortlist._tokens import definition_tokens  # noqa: E402
+from shortlist._types import Candidate  # noqa: E402
+from shortlist.integrations._core import Conversation, ToolNarrower, tool_candidate  # noqa: E402
 from shortlist.offer import Prices  # noqa: E402
-from shortlist.tokens import definition_tokens  # noqa: E402
-from shortlist.types import Candidate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrations"))  # langchain_fakes
@@ -242,7 +242,7 @@ async def measure(name: str, cands: list[Candidate], queries: list[str], selecto
     plain, narrowed = FRAMEWORKS[name](cands, narrower)
     by_name = {c.id: c for c in cands}
     tokens = {n: definition_tokens(c) for n, c in by_name.items()}
-    from shortlist.integrations.core import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
+    from shortlist.integrations._core import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 
     tokens[SEARCH_TOOL_NAME] = definition_tokens(
         Candidate(SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, parameters=SEARCH_TOOL_PARAMETERS)

@@ -58,10 +58,10 @@ from collections.abc import Mapping, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from shortlist._tokens import default_counter  # noqa: E402
 from shortlist.offer import PRICE_PRESETS, Prices  # noqa: E402
 from shortlist.runtime import Conversation, Pack, Tool  # noqa: E402
-from shortlist.runtime.context import DEFAULT_LOW_WATER  # noqa: E402
-from shortlist.tokens import default_counter  # noqa: E402
+from shortlist.runtime._context import DEFAULT_LOW_WATER  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared replaying model
 from _replay import answer, callable_tools  # noqa: E402

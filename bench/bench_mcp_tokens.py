@@ -5,7 +5,7 @@ and ``mcp-server-fetch`` (listed only, never called) over stdio, lists their too
 ``mcp__<server>__<tool>`` candidates, and for each question of ``bench/data/mcp_questions.jsonl``
 narrows them (k=5, MCP unpinned: :func:`shortlist.mcp.mcp_policy`) with several selectors.
 
-Tokens are counted with tiktoken ``cl100k_base`` (offline, :class:`shortlist.tokens.TiktokenCounter`)
+Tokens are counted with tiktoken ``cl100k_base`` (offline, :class:`shortlist._tokens.TiktokenCounter`)
 on the JSON of the OpenAI tool definitions the turn would send. Recall@5 is measured on what
 surfaces (a fallback surfaces everything, so it counts its tokens too).
 
@@ -28,12 +28,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from shortlist.adapters.catalog import load_catalog
-from shortlist.adapters.tools import to_openai_tool
-from shortlist.mcp import MCPToolSource, mcp_policy, parse_server_arg
-from shortlist.selection import create_builtin_selector, narrow
-from shortlist.tokens import TiktokenCounter
-from shortlist.types import Candidate, Query
+from shortlist._tokens import TiktokenCounter
+from shortlist._types import Candidate, Query
+from shortlist.adapters._catalog import load_catalog
+from shortlist.adapters._tools import to_openai_tool
+from shortlist.mcp import MCPToolSource
+from shortlist.mcp._client import parse_server_arg
+from shortlist.mcp._tools import mcp_policy
+from shortlist.rankers._registry import create_builtin_selector
+from shortlist.selection._narrowing import narrow
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "data" / "mcp_questions.jsonl"

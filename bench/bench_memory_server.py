@@ -446,7 +446,7 @@ def main() -> None:
     store: Any = None
     try:
         if args.direct:
-            from shortlist.server.state import open_memory_store
+            from shortlist.server._state import open_memory_store
 
             store = open_memory_store(dsn)
 

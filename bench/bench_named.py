@@ -1,7 +1,7 @@
 """Exact-name fast path: a query that names a tool must rank it first, on every catalog given.
 
 For every tool of every catalog (``--dataset DIR``, any folder with a ``tools.jsonl``), a
-query names it (``shortlist.rankers.scale.naming_queries``: snake_case, camelCase, spaced,
+query names it (``shortlist.rankers._scale.naming_queries``: snake_case, camelCase, spaced,
 Title-Kebab, dotted or as written, in one of a few sentences; ``--every-spelling`` for all of
 them) and the hybrid (``name_match`` on, or the options of ``--options``) ranks the whole
 catalog. Reports per catalog: queries, how many put the named tool first, and how many of the
@@ -28,11 +28,11 @@ from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shortlist.embeddings.default import TOOLS_MODEL_NAME, DefaultEmbedder
-    from shortlist.eval.datasets import load_tools
-    from shortlist.rankers.hybrid import HybridRanker
-    from shortlist.rankers.scale import name_words, naming_queries
-    from shortlist.types import Query
+    from shortlist._types import Query
+    from shortlist.embeddings._default import TOOLS_MODEL_NAME, DefaultEmbedder
+    from shortlist.eval._datasets import load_tools
+    from shortlist.rankers._hybrid import HybridRanker
+    from shortlist.rankers._scale import name_words, naming_queries
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", type=Path, action="append", default=[], required=True)

@@ -56,9 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from shortlist.retrieval._backends.base import PREFETCH, rrf  # noqa: E402
+from shortlist.retrieval._backends.postgres import PostgresBackend  # noqa: E402
 from shortlist.retrieval._hash_embedder import HashingEmbedder  # noqa: E402
-from shortlist.retrieval.backends.base import PREFETCH, rrf  # noqa: E402
-from shortlist.retrieval.backends.postgres import PostgresBackend  # noqa: E402
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -90,7 +90,7 @@ def _synthetic_docs(n: int, seed: int = 0) -> list[Any]:
     """bench_retrieval's corpus (its vocabulary, Zipf weights, 25-60 words, 8 shards), drawn with numpy:
     ``random.choices`` re-accumulates 20,000 weights per document, hours at a million documents."""
     from bench_retrieval import _ENGLISH, _SYLLABLES
-    from shortlist.retrieval.document import Document
+    from shortlist.retrieval._document import Document
 
     rng = random.Random(seed)
     vocab = list(_ENGLISH)
@@ -268,7 +268,7 @@ def bench_scale(
             same.append(len(got & want) / max(1, len(want)))
         out["hybrid_top5_shared_with_exact"] = round(float(np.mean(same)), 3)
         try:
-            from shortlist.embeddings.default import default_embedder
+            from shortlist.embeddings._default import default_embedder
 
             qemb = default_embedder()
             qemb.embed(["warm up"])
@@ -297,7 +297,7 @@ def _ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
 
 def bench_lexical(dsn: str | None, cache: str) -> dict[str, Any]:
     from _livemcp import load
-    from shortlist.text import analyser
+    from shortlist._text import analyser
 
     docs, tasks = load(cache, with_tools=False)
     out: dict[str, Any] = {"documents": len(docs), "queries": len(tasks)}

@@ -40,10 +40,10 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from shortlist._types import Candidate, Query  # noqa: E402
+from shortlist.rankers._bm25 import Bm25Ranker  # noqa: E402
+from shortlist.rankers._lexical import TokenOverlapSelector  # noqa: E402
 from shortlist.rankers._text import Analyzer, candidate_fields, joined  # noqa: E402
-from shortlist.rankers.bm25 import Bm25Ranker  # noqa: E402
-from shortlist.selection.lexical import TokenOverlapSelector  # noqa: E402
-from shortlist.types import Candidate, Query  # noqa: E402
 
 METATOOL = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
 K = 5
@@ -78,7 +78,7 @@ def synthetic(n: int, n_queries: int, seed: int = 7) -> tuple[list[Candidate], l
 
 def metatool(n_queries: int, examples: bool) -> tuple[list[Candidate], list[str]]:
     """MetaTool's 199 tools (optionally with train.jsonl examples) and its first queries."""
-    from shortlist.eval.datasets import apply_train_examples, load_dataset, load_queries
+    from shortlist.eval._datasets import apply_train_examples, load_dataset, load_queries
 
     ds = load_dataset(METATOOL)
     tools: Sequence[Candidate] = ds.tools
@@ -108,7 +108,7 @@ def _selector_fn(selector: Any, tools: Sequence[Candidate]) -> Callable[[str], A
 
 
 def _optional(name: str) -> tuple[Any, str]:
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.rankers._registry import create_builtin_selector
 
     try:
         return create_builtin_selector(name), ""
@@ -230,7 +230,7 @@ def _bench_pair(
     notes: list[str],
 ) -> None:
     """Time the default hybrid and the previous one interleaved (one query each in turn), on unseen queries."""
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.rankers._registry import create_builtin_selector
 
     try:
         new = create_builtin_selector("hybrid")

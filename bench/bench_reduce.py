@@ -31,12 +31,11 @@ import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
+from shortlist._tokens import CachedCounter, TiktokenCounter  # noqa: E402
 from shortlist.reduction import (  # noqa: E402
-    CachedCounter,
     ContextFragment,
     ContextSelector,
     ReductionStage,
-    TiktokenCounter,
     newest_first_selector,
     openai_to_fragments,
     relevance_selector,

@@ -78,7 +78,7 @@ def _synthetic_docs(n: int, seed: int = 0) -> list[Document]:
 
 
 def bench_scale(n: int, embedder_name: str, queries: int) -> dict[str, Any]:
-    from shortlist.embeddings.default import default_embedder
+    from shortlist.embeddings._default import default_embedder
 
     emb = default_embedder() if embedder_name == "minilm" else HashingEmbedder(384)
     docs = _synthetic_docs(n)
@@ -96,7 +96,7 @@ def bench_scale(n: int, embedder_name: str, queries: int) -> dict[str, Any]:
         """
         import json, sys, time
         from collections.abc import Sequence
-        from shortlist.embeddings.base import Embedder
+        from shortlist.embeddings._base import Embedder
         from shortlist.retrieval import EmbeddedBackend
         from shortlist.retrieval._hash_embedder import HashingEmbedder
         class Counting(HashingEmbedder):
@@ -158,8 +158,8 @@ def bench_scale(n: int, embedder_name: str, queries: int) -> dict[str, Any]:
 
 def bench_binary_recall(n_docs: int, n_queries: int) -> dict[str, Any]:
     """Recall@10 of the sign-bit prefilter on real MiniLM vectors (MetaTool texts as documents)."""
-    from shortlist.embeddings.default import default_embedder
-    from shortlist.retrieval.backends.embedded import _pack
+    from shortlist.embeddings._default import default_embedder
+    from shortlist.retrieval._backends.embedded import _pack
 
     data = Path(__file__).resolve().parents[2] / "shared" / "data" / "metatool"
     with (data / "train.jsonl").open() as f:
@@ -195,7 +195,7 @@ def _ndcg(ranked: list[str], relevant: set[str], k: int = 10) -> float:
 
 def bench_relevance(with_tools: bool) -> dict[str, Any]:
     from _livemcp import UNRELATED, UNRELATED_HELDOUT, load
-    from shortlist.embeddings.default import default_embedder
+    from shortlist.embeddings._default import default_embedder
 
     docs, queries = load(with_tools=with_tools)
     emb = default_embedder()

@@ -175,7 +175,7 @@ def main() -> int:
         def model(req: dict[str, Any]) -> dict[str, Any]:
             return {"role": "assistant", "content": "ok"}
 
-        from shortlist.selection.facade import DEFAULT
+        from shortlist.selection._facade import DEFAULT
 
         sel = args.selector or DEFAULT
         conv = Conversation(pack, model=model, tool_selector=sel, skills_selector=sel, max_tokens=20_000, k=5)

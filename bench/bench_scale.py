@@ -29,7 +29,7 @@ one after the other, so before and after are measured at the same time on the sa
 
 Catalogs are real tools first, then a deterministic synthesis. The real ones, in this order:
 MetaTool (199), BFCL conversations (128), LiveMCPBench (508), NESTFUL glaive / sgd / exec (64, 30,
-39): 968 tools (the last four converted from their wheels by ``shortlist.eval.sources.prepare``
+39): 968 tools (the last four converted from their wheels by ``shortlist.eval._sources.prepare``
 into ``--prepared``, without downloading; missing ones are skipped with a note). Beyond them,
 round ``r`` (1, 2, ...) repeats the real tools with the suite prefix ``s<r>``: id
 ``s<r>.<source>.<id>``, name ``s<r>_<name>``, description ``"suite <r>: <description>"``, the
@@ -92,7 +92,7 @@ def source_dirs(prepared: Path) -> list[tuple[str, Path]]:
     for name in SOURCES:
         folder = SHARED / name if name not in PREPARED else prepared / name
         if name in PREPARED and not (folder / "tools.jsonl").is_file():
-            from shortlist.eval.sources import prepare
+            from shortlist.eval._sources import prepare
 
             try:
                 prepare(name, folder, download=False)
@@ -109,8 +109,8 @@ def source_dirs(prepared: Path) -> list[tuple[str, Path]]:
 
 def catalog(size: int, prepared: Path) -> tuple[Any, ...]:
     """``size`` candidates: the real tools, then suite-prefixed copies of them (see the module docstring)."""
-    from shortlist.eval.datasets import load_tools
-    from shortlist.types import Candidate
+    from shortlist._types import Candidate
+    from shortlist.eval._datasets import load_tools
 
     base = [(name, c) for name, folder in source_dirs(prepared) for c in load_tools(folder / "tools.jsonl")]
     out: list[Candidate] = []
@@ -171,9 +171,9 @@ def derived_embedder() -> Any:
 
     import numpy as np
 
-    from shortlist.embeddings.base import Embedder
-    from shortlist.embeddings.cache import default_store, model_identity, text_key
-    from shortlist.embeddings.default import default_embedder, for_tool_ranking
+    from shortlist.embeddings._base import Embedder
+    from shortlist.embeddings._cache import default_store, model_identity, text_key
+    from shortlist.embeddings._default import default_embedder, for_tool_ranking
 
     inner = for_tool_ranking(default_embedder())
     store = default_store()
@@ -208,8 +208,8 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path, derive:
     import dataclasses
     import gc
 
-    from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry
-    from shortlist.types import Query
+    from shortlist._types import Query
+    from shortlist.rankers._registry import DEFAULT_SELECTOR, SelectorRegistry
 
     cands = catalog(size, prepared)
     texts = queries(n_queries)
@@ -265,9 +265,9 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path, derive:
 
 def embed_missing(size: int, prepared: Path, chunk: int = 1000) -> None:
     """Put the catalog's candidate vectors into the vector cache (what the hybrid embeds), with progress."""
-    from shortlist.embeddings.cache import cache_dir
-    from shortlist.embeddings.default import default_embedder, for_tool_ranking
-    from shortlist.rankers.base import candidate_text
+    from shortlist.embeddings._cache import cache_dir
+    from shortlist.embeddings._default import default_embedder, for_tool_ranking
+    from shortlist.rankers._base import candidate_text
 
     if cache_dir() is None:
         raise SystemExit("the vector cache is off (SHORTLIST_CACHE_DIR=off): the hybrid would embed every run")

@@ -1,6 +1,6 @@
 """The hybrid's scale levers, side by side, on every single-turn tool-retrieval set.
 
-Runs ``shortlist.eval.runner.run_eval`` for each variant (``--variant NAME='{"option": value}'``,
+Runs ``shortlist.eval._runner.run_eval`` for each variant (``--variant NAME='{"option": value}'``,
 the hybrid's constructor options as JSON; ``default`` is always run first) on:
 
 * ``metatool``: every MetaTool query (159 of its 199 tools were trained on by the default
@@ -45,10 +45,10 @@ def _variant(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shortlist.embeddings.default import TOOLS_MODEL_NAME, DefaultEmbedder
-    from shortlist.eval.datasets import load_dataset
-    from shortlist.eval.runner import run_eval
-    from shortlist.rankers.hybrid import HybridRanker
+    from shortlist.embeddings._default import TOOLS_MODEL_NAME, DefaultEmbedder
+    from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._runner import run_eval
+    from shortlist.rankers._hybrid import HybridRanker
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--metatool", type=Path, help="the MetaTool folder (whole set and unseen-tool split)")

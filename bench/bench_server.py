@@ -113,7 +113,7 @@ def _free_port() -> int:
 
 def _hybrid_available() -> bool:
     try:
-        import shortlist.rankers.hybrid  # noqa: F401
+        import shortlist.rankers._hybrid  # noqa: F401
     except ImportError:
         return False
     return True

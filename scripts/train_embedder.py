@@ -28,7 +28,7 @@ reproducible from the previous one:
     initializer with a per-row (tables) or per-output-column (MatMul) symmetric scale,
     dequantised by Cast and Mul in the graph. Activations stay float32, so a text's vector
     does not depend on its batch-mates. The script checks the ONNX vectors against torch's
-    and prints the file's sha256 (pinned in ``shortlist.embeddings.default``).
+    and prints the file's sha256 (pinned in ``shortlist.embeddings._default``).
 
 torch is needed only here (``pip install 'shortlist[train]'``, better in a separate venv:
 see the model's README). Nothing is downloaded: the data is the MetaTool folder

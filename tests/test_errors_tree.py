@@ -65,15 +65,15 @@ def test_every_error_is_defined_in_errors(name: str) -> None:
 
 
 def test_old_import_paths_still_work() -> None:
-    from shortlist.exec.protocol import DocumentTooDeep
-    from shortlist.mcp.client import MCPServerError
-    from shortlist.memory.sqlite import MemoryStoreCorrupt, MemoryStoreFull
-    from shortlist.reduction.adapters import MessageFormatError
-    from shortlist.reduction.compressor import SummaryRejected
-    from shortlist.reduction.contract import CallBudgetExhausted, ReductionCancelled
-    from shortlist.retrieval.backends.embedded import IndexIntegrityError
-    from shortlist.runtime.model import ModelError
-    from shortlist.skills.tools import SkillToolError
+    from shortlist.exec._protocol import DocumentTooDeep
+    from shortlist.mcp._client import MCPServerError
+    from shortlist.memory._sqlite import MemoryStoreCorrupt, MemoryStoreFull
+    from shortlist.reduction._adapters import MessageFormatError
+    from shortlist.reduction._compressor import SummaryRejected
+    from shortlist.reduction._contract import CallBudgetExhausted, ReductionCancelled
+    from shortlist.retrieval._backends.embedded import IndexIntegrityError
+    from shortlist.runtime._model import ModelError
+    from shortlist.skills._tools import SkillToolError
 
     assert DocumentTooDeep is errors.DocumentTooDeep and issubclass(DocumentTooDeep, ValueError)
     assert MemoryStoreFull is errors.MemoryStoreFull and MemoryStoreCorrupt is errors.MemoryStoreCorrupt
@@ -84,7 +84,7 @@ def test_old_import_paths_still_work() -> None:
 
 
 def test_postgres_reexports_the_same_classes() -> None:
-    postgres = pytest.importorskip("shortlist.memory.postgres", exc_type=ImportError)
+    postgres = pytest.importorskip("shortlist.memory._postgres", exc_type=ImportError)
     assert postgres.MemoryStoreFull is errors.MemoryStoreFull
     assert postgres.MemoryStoreUnavailable is errors.MemoryStoreUnavailable
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import shortlist
-from shortlist.events import Event
+from shortlist._events import Event
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "events.md"
 ROW = re.compile(r"^\| `([\w.]+)` \| (\w+) \| (\w+) \| `([\w.]+)` \| (.*?) \| (.+) \|$")
@@ -95,7 +95,7 @@ def test_names_are_unique() -> None:
 
 
 def test_to_dict_still_writes_name_and_area_first() -> None:
-    from shortlist.events import SelectionFallback
+    from shortlist._events import SelectionFallback
 
     event = SelectionFallback(reason="timeout", selector="s")
     d = event.to_dict()

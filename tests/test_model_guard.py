@@ -10,12 +10,13 @@ import httpx
 import numpy as np
 import pytest
 
-from shortlist import model_guard, testing
-from shortlist.embeddings.openai import OpenAIEmbedder
+from shortlist import _model_guard as model_guard
+from shortlist import testing
+from shortlist._model_guard import allow_model_requests, block_model_requests, check_model_request, is_loopback_url
+from shortlist.embeddings._openai import OpenAIEmbedder
 from shortlist.errors import EmbeddingError, ModelRequestBlocked
-from shortlist.model_guard import allow_model_requests, block_model_requests, check_model_request, is_loopback_url
-from shortlist.rankers.rerank import RerankRanker
-from shortlist.runtime.model import OpenAIChatModel
+from shortlist.rankers._rerank import RerankRanker
+from shortlist.runtime._model import OpenAIChatModel
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "shortlist"
 PAID = "https://api.openai.com/v1"

@@ -13,14 +13,14 @@ pytestmark = pytest.mark.slow  # a fresh interpreter process
 
 # each case: the missing top-level module, the code to run, the extra the message must name
 CASES = [
-    ("psycopg", "import shortlist.memory.postgres", "postgres"),
+    ("psycopg", "import shortlist.memory._postgres", "postgres"),
     (
         "psycopg",
-        "from shortlist.server.state import open_memory_store; open_memory_store('postgresql://x/y')",
+        "from shortlist.server._state import open_memory_store; open_memory_store('postgresql://x/y')",
         "postgres",
     ),
-    ("qdrant_client", "import shortlist.retrieval.backends.qdrant", "qdrant"),
-    ("mcp", "from shortlist.mcp.client import require_mcp; require_mcp()", "mcp"),
+    ("qdrant_client", "import shortlist.retrieval._backends.qdrant", "qdrant"),
+    ("mcp", "from shortlist.mcp._client import require_mcp; require_mcp()", "mcp"),
 ]
 
 

@@ -19,7 +19,7 @@ def test_all_is_sorted_and_exported() -> None:
 @pytest.mark.slow  # a fresh interpreter process
 def test_import_does_not_pull_heavy_modules() -> None:
     code = (
-        "import sys, shortlist, shortlist.selection, shortlist.adapters, shortlist.config;"
+        "import sys, shortlist, shortlist.selection, shortlist.adapters, shortlist._config;"
         "heavy = [m for m in ('onnxruntime', 'torch', 'qdrant_client', 'fastapi', 'uvicorn', 'mcp', 'tiktoken')"
         " if m in sys.modules]; print(heavy)"
     )
@@ -33,7 +33,7 @@ def test_import_is_lazy() -> None:
     code = (
         "import sys, shortlist;"
         "print(sorted(m for m in sys.modules if m.startswith('shortlist')));"
-        "from shortlist import Candidate; print('shortlist.types' in sys.modules, 'shortlist.config' in sys.modules)"
+        "from shortlist import Candidate; print('shortlist._types' in sys.modules, 'shortlist._config' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["['shortlist']", "True False"]
@@ -41,7 +41,7 @@ def test_import_is_lazy() -> None:
 
 def test_every_public_name_is_the_defining_modules_object() -> None:
     from shortlist.errors import ShortlistError
-    from shortlist.selection.narrowing import narrow
+    from shortlist.selection._narrowing import narrow
 
     assert shortlist.ShortlistError is ShortlistError and shortlist.narrow is narrow
     assert set(shortlist.__all__) <= set(dir(shortlist))

@@ -20,22 +20,22 @@ from shortlist._sqlite import enable_wal, is_locked, retry_locked
 OPEN = {
     "vector_cache": (
         "import numpy as np\n"
-        "from shortlist.embeddings.cache import VectorStore, text_key\n"
+        "from shortlist.embeddings._cache import VectorStore, text_key\n"
         "def go(path, me):\n"
         "    s = VectorStore(path)\n"
         "    s.put('m', [(text_key(me), np.ones(4, dtype=np.float32))])\n"
         "    assert len(s.get('m', [text_key(me)])) == 1\n"
     ),
     "memory": (
-        "from shortlist.memory.record import Memory\n"
-        "from shortlist.memory.sqlite import SqliteMemoryStore\n"
+        "from shortlist.memory._record import Memory\n"
+        "from shortlist.memory._sqlite import SqliteMemoryStore\n"
         "def go(path, me):\n"
         "    s = SqliteMemoryStore(path)\n"
         "    s.save(Memory(type='fact', content='fact ' + me, scope={'user_id': me}))\n"
         "    assert len(s.list({'user_id': me})) == 1\n"
     ),
     "feedback": (
-        "from shortlist.feedback.store import FeedbackStore\n"
+        "from shortlist.feedback._store import FeedbackStore\n"
         "def go(path, me):\n"
         "    s = FeedbackStore(path)\n"
         "    s.record('query ' + me, selected=['t' + me], used=['t' + me])\n"

@@ -82,7 +82,7 @@ def test_every_recorded_entry_is_still_computed(
 
 
 def test_presets_are_shared_and_carry_their_signature() -> None:
-    from shortlist.text import ANALYSER_VERSION, PRESETS, analyser
+    from shortlist._text import ANALYSER_VERSION, PRESETS, analyser
 
     for name in PRESETS:
         a = analyser(name)
@@ -94,7 +94,7 @@ def test_presets_are_shared_and_carry_their_signature() -> None:
 
 
 def test_unknown_presets_and_parameters_are_refused() -> None:
-    from shortlist.text import Analyser, analyser
+    from shortlist._text import Analyser, analyser
 
     with pytest.raises(ValueError, match="unknown analyser preset"):
         analyser("nope")
@@ -109,8 +109,8 @@ def test_unknown_presets_and_parameters_are_refused() -> None:
 def test_stemmers_are_never_shared_between_threads() -> None:
     import threading
 
-    from shortlist import text
-    from shortlist.reduction.local import Bm25Scorer
+    from shortlist import _text as text
+    from shortlist.reduction._local import Bm25Scorer
 
     seen: list[object] = []
     barrier = threading.Barrier(4)
@@ -129,7 +129,7 @@ def test_stemmers_are_never_shared_between_threads() -> None:
 
 
 def test_the_test_double_is_the_hashing_embedder() -> None:
-    from shortlist.embeddings.hashing import HashingEmbedder
+    from shortlist.embeddings._hashing import HashingEmbedder
     from shortlist.retrieval._hash_embedder import HashingEmbedder as OldPath
     from shortlist.testing import HashEmbedder
 
@@ -154,8 +154,8 @@ def _manifest(root: Path) -> dict[str, Any]:
 
 
 def test_the_manifest_records_the_analyser(tmp_path: Path) -> None:
+    from shortlist._text import analyser
     from shortlist.retrieval import EmbeddedBackend
-    from shortlist.text import analyser
 
     _index(tmp_path / "idx")
     assert _manifest(tmp_path / "idx")["analyser"] == analyser("corpus").signature
@@ -165,7 +165,7 @@ def test_the_manifest_records_the_analyser(tmp_path: Path) -> None:
 def test_an_index_made_by_another_analyser_is_refused(tmp_path: Path) -> None:
     from shortlist.errors import ConfigError
     from shortlist.retrieval import EmbeddedBackend
-    from shortlist.retrieval.backends.embedded import verify_index
+    from shortlist.retrieval._backends.embedded import verify_index
 
     root = tmp_path / "idx"
     _index(root)
@@ -178,9 +178,9 @@ def test_an_index_made_by_another_analyser_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_index_from_before_the_signature_loads_with_a_warning_and_gets_it(tmp_path: Path) -> None:
-    from shortlist.events import Event, event_hooks
+    from shortlist._events import Event, event_hooks
     from shortlist.retrieval import Document, EmbeddedBackend
-    from shortlist.retrieval.backends.embedded import IndexUnverified
+    from shortlist.retrieval._backends.embedded import IndexUnverified
 
     root = tmp_path / "idx"
     _index(root)
@@ -199,10 +199,10 @@ def test_an_index_from_before_the_signature_loads_with_a_warning_and_gets_it(tmp
 
 def test_a_qdrant_collection_made_by_another_analyser_is_refused(tmp_path: Path) -> None:
     pytest.importorskip("qdrant_client")
-    from shortlist.embeddings.hashing import HashingEmbedder
+    from shortlist._text import analyser
+    from shortlist.embeddings._hashing import HashingEmbedder
     from shortlist.errors import ConfigError
-    from shortlist.retrieval.backends.qdrant import QdrantBackend
-    from shortlist.text import analyser
+    from shortlist.retrieval._backends.qdrant import QdrantBackend
 
     qd = QdrantBackend(path=str(tmp_path / "q"), embedder=HashingEmbedder())
     try:

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import tiktoken.load
 
-from shortlist import tokens as counting
-from shortlist.errors import ConfigError, MissingDependencyError
-from shortlist.tokens import (
+from shortlist import _tokens as counting
+from shortlist._tokens import (
     CachedCounter,
     HeuristicCounter,
     TiktokenCounter,
     counter_for_model,
     register_model_counter,
 )
+from shortlist.errors import ConfigError, MissingDependencyError
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +96,7 @@ def test_heuristic_counter() -> None:
 
 
 def test_estimate_is_ceil_of_chars_over_four() -> None:
-    from shortlist.tokens import estimate_tokens
+    from shortlist._tokens import estimate_tokens
 
     assert [estimate_tokens("a" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
     assert estimate_tokens(9) == 3 == HeuristicCounter().count("x" * 9)
@@ -106,13 +106,13 @@ def test_every_surface_reports_the_same_tool_tokens(tmp_path: Path) -> None:
     """The evaluation, the service's decision log and the framework engine count one way."""
     import json
 
-    from shortlist.eval.datasets import load_dataset
-    from shortlist.eval.runner import run_eval
-    from shortlist.integrations.core import ToolNarrower
-    from shortlist.selection.lexical import LexicalSelector
-    from shortlist.server.decisions import DecisionLog
-    from shortlist.tokens import count_tokens, definition_text, tool_tokens
-    from shortlist.types import Candidate, Query, TurnSelection
+    from shortlist._tokens import count_tokens, definition_text, tool_tokens
+    from shortlist._types import Candidate, Query, TurnSelection
+    from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._runner import run_eval
+    from shortlist.integrations._core import ToolNarrower
+    from shortlist.rankers._lexical import LexicalSelector
+    from shortlist.server._decisions import DecisionLog
 
     tools = (
         Candidate("get_weather", "get_weather", "Weather for a city", parameters={"type": "object"}),

@@ -1,7 +1,7 @@
 """Untrusted text cannot open or close the delimiter around it, whatever it looks like (issue 27, item 9).
 
 Every prompt that fences text written by someone else goes through one function,
-:func:`shortlist.untrusted.fence_line`: the ``<memories>`` and ``<grounding>`` blocks, the LLM
+:func:`shortlist._untrusted.fence_line`: the ``<memories>`` and ``<grounding>`` blocks, the LLM
 judge's ``<request>``/``<candidates>`` and the enrichment prompt's ``<tool>``. The forgeries are the
 issue's: tag characters, variation selectors, Mongolian free variation selectors, an interlinear
 annotation anchor, the braille blank, a Cyrillic homoglyph and bracket look-alikes.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.enrichment.prompt import build_prompt as enrichment_prompt
-from shortlist.memory.record import Memory
-from shortlist.rankers.llm_judge import build_prompt as judge_prompt
-from shortlist.retrieval.inject import format_context
-from shortlist.types import Candidate
-from shortlist.untrusted import fence_line
+from shortlist._types import Candidate
+from shortlist._untrusted import fence_line
+from shortlist.enrichment._prompt import build_prompt as enrichment_prompt
+from shortlist.memory._record import Memory
+from shortlist.rankers._llm_judge import build_prompt as judge_prompt
+from shortlist.retrieval._inject import format_context
 
 SCOPE = {"user_id": "u1"}
 
@@ -101,10 +101,10 @@ def test_ordinary_text_keeps_its_characters() -> None:
 def test_one_home_for_the_escaping() -> None:
     """No other module of the package escapes ``<`` for a prompt on its own."""
     src = Path(__file__).resolve().parents[1] / "src" / "shortlist"
-    assert (src / "untrusted.py").is_file()
+    assert (src / "_untrusted.py").is_file()
     own = [
         str(p.relative_to(src))
         for p in src.rglob("*.py")
-        if p.name != "untrusted.py" and re.search(r"""replace\(\s*["']<["']""", p.read_text(encoding="utf-8"))
+        if p.name != "_untrusted.py" and re.search(r"""replace\(\s*["']<["']""", p.read_text(encoding="utf-8"))
     ]
     assert own == []

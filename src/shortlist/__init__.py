@@ -6,38 +6,28 @@ costs almost nothing; ``from shortlist import narrow`` imports only what ``narro
 
 from __future__ import annotations
 
-import importlib
+from shortlist._exports import resolve
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing would be most of this module's cost
 if TYPE_CHECKING:
     from typing import Any
 
-    from shortlist.adapters.catalog import load_catalog
-    from shortlist.config import RuntimeConfig, load_runtime_config
-    from shortlist.errors import (
-        CatalogError,
-        ConfigError,
-        ContextBudgetError,
-        MissingDependencyError,
-        SelectorError,
-        ShortlistError,
-    )
-    from shortlist.events import Event, add_event_hook, event_hooks, remove_event_hook
-    from shortlist.selection.base import FunctionSelector, Selector, SelectorContext
-    from shortlist.selection.facade import Shortlist
-    from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, TurnSelection, anarrow, narrow
-    from shortlist.types import Candidate, Query, Selection
+    from shortlist._config import RuntimeConfig, load_runtime_config
+    from shortlist._events import Event, add_event_hook, event_hooks, remove_event_hook
+    from shortlist._tokens import count_tokens, tool_tokens
+    from shortlist._types import Candidate, Query, Selection
+    from shortlist.adapters._catalog import load_catalog
+    from shortlist.errors import ShortlistError
+    from shortlist.selection._base import FunctionSelector, Selector, SelectorContext
+    from shortlist.selection._facade import Shortlist
+    from shortlist.selection._narrowing import NarrowingPolicy, PinPolicy, TurnSelection, anarrow, narrow
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Candidate",
-    "CatalogError",
-    "ConfigError",
-    "ContextBudgetError",
     "Event",
     "FunctionSelector",
-    "MissingDependencyError",
     "NarrowingPolicy",
     "PinPolicy",
     "Query",
@@ -45,53 +35,59 @@ __all__ = [
     "Selection",
     "Selector",
     "SelectorContext",
-    "SelectorError",
     "Shortlist",
     "ShortlistError",
     "TurnSelection",
     "__version__",
     "add_event_hook",
     "anarrow",
+    "count_tokens",
     "event_hooks",
     "load_catalog",
     "load_runtime_config",
     "narrow",
     "remove_event_hook",
+    "tool_tokens",
 ]
 
 # public name -> the module that defines it (imported by __getattr__ on first use)
-_LAZY = {
-    "load_catalog": "shortlist.adapters.catalog",
-    "RuntimeConfig": "shortlist.config",
-    "load_runtime_config": "shortlist.config",
-    **dict.fromkeys(
-        (
-            "CatalogError",
-            "ConfigError",
-            "ContextBudgetError",
-            "MissingDependencyError",
-            "SelectorError",
-            "ShortlistError",
-        ),
-        "shortlist.errors",
-    ),
-    **dict.fromkeys(("Event", "add_event_hook", "event_hooks", "remove_event_hook"), "shortlist.events"),
-    **dict.fromkeys(("FunctionSelector", "Selector", "SelectorContext"), "shortlist.selection.base"),
-    "Shortlist": "shortlist.selection.facade",
-    **dict.fromkeys(
-        ("NarrowingPolicy", "PinPolicy", "TurnSelection", "anarrow", "narrow"), "shortlist.selection.narrowing"
-    ),
-    **dict.fromkeys(("Candidate", "Query", "Selection"), "shortlist.types"),
+_LAZY: dict[str, str] = {
+    "Candidate": "shortlist._types",
+    "Event": "shortlist._events",
+    "FunctionSelector": "shortlist.selection._base",
+    "NarrowingPolicy": "shortlist.selection._narrowing",
+    "PinPolicy": "shortlist.selection._narrowing",
+    "Query": "shortlist._types",
+    "RuntimeConfig": "shortlist._config",
+    "Selection": "shortlist._types",
+    "Selector": "shortlist.selection._base",
+    "SelectorContext": "shortlist.selection._base",
+    "Shortlist": "shortlist.selection._facade",
+    "ShortlistError": "shortlist.errors",
+    "TurnSelection": "shortlist.selection._narrowing",
+    "add_event_hook": "shortlist._events",
+    "anarrow": "shortlist.selection._narrowing",
+    "count_tokens": "shortlist._tokens",
+    "event_hooks": "shortlist._events",
+    "load_catalog": "shortlist.adapters._catalog",
+    "load_runtime_config": "shortlist._config",
+    "narrow": "shortlist.selection._narrowing",
+    "remove_event_hook": "shortlist._events",
+    "tool_tokens": "shortlist._tokens",
+}
+
+# names public here until 0.2 -> (the module that defines them, their public home); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "CatalogError": ("shortlist.errors", "shortlist.errors"),
+    "ConfigError": ("shortlist.errors", "shortlist.errors"),
+    "ContextBudgetError": ("shortlist.errors", "shortlist.errors"),
+    "MissingDependencyError": ("shortlist.errors", "shortlist.errors"),
+    "SelectorError": ("shortlist.errors", "shortlist.errors"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'shortlist' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
 
 
 def __dir__() -> list[str]:

@@ -31,7 +31,7 @@
 Selector errors carry the selector name, the elapsed time and, for external processes,
 the tail of what the process wrote on stderr. Every class is defined here (the modules that
 raise them re-export them under their old names); none carries an HTTP status: the service
-maps error types to statuses (``shortlist.server.errors``).
+maps error types to statuses (``shortlist.server._errors``).
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class ModelError(ShortlistError):
 class ModelRequestBlocked(ShortlistError):
     """A model, embedder or reranker was about to call a non-local endpoint inside a test suite.
 
-    See :mod:`shortlist.model_guard`: a loopback server or a test transport is allowed, and
+    See :mod:`shortlist._model_guard`: a loopback server or a test transport is allowed, and
     ``shortlist.testing.allow_model_requests()`` lifts the block deliberately.
     """
 

@@ -5,7 +5,7 @@ raises), :class:`SlowSelector` (sleeps, then answers), :class:`HashEmbedder` (de
 vectors from token hashes: texts sharing words are close) and :class:`ScriptedModel` (a
 model callable that replays scripted answers and records prompts).
 
-The model-request switch lives in :mod:`shortlist.model_guard` (re-exported here): while
+The model-request switch lives in :mod:`shortlist._model_guard` (its switches re-exported here): while
 requests are blocked (inside pytest, or inside :func:`block_model_requests`), HTTP-backed
 models, embedders and rerankers refuse every non-loopback endpoint, and the LLM judge refuses
 a model that is not a test double (anything with ``shortlist_test_double = True``);
@@ -20,11 +20,12 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from shortlist.embeddings.base import Vectors
-from shortlist.embeddings.hashing import HashingEmbedder
-from shortlist.model_guard import allow_model_requests, block_model_requests, is_test_double, model_requests_blocked
-from shortlist.selection.base import Selector
-from shortlist.types import Candidate, Query, Selection
+from shortlist._exports import resolve
+from shortlist._model_guard import allow_model_requests, block_model_requests
+from shortlist._types import Candidate, Query, Selection
+from shortlist.embeddings._base import Vectors
+from shortlist.embeddings._hashing import HashingEmbedder
+from shortlist.selection._base import Selector
 
 __all__ = [
     "FailingSelector",
@@ -34,9 +35,17 @@ __all__ = [
     "StaticSelector",
     "allow_model_requests",
     "block_model_requests",
-    "is_test_double",
-    "model_requests_blocked",
 ]
+
+# names public here until 0.2 -> (the module that defines them, their public home); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "is_test_double": ("shortlist._model_guard", None),
+    "model_requests_blocked": ("shortlist._model_guard", None),
+}
+
+
+def __getattr__(name: str) -> object:
+    return resolve(__name__, name, {}, _DEPRECATED, globals())
 
 
 class StaticSelector(Selector):
@@ -99,7 +108,7 @@ class SlowSelector(Selector):
 class HashEmbedder(HashingEmbedder):
     """Deterministic bag-of-words vectors: each lowercase token hashes to a signed dimension.
 
-    The :class:`~shortlist.embeddings.hashing.HashingEmbedder` over the ``ascii`` analyser preset
+    The :class:`~shortlist.embeddings._hashing.HashingEmbedder` over the ``ascii`` analyser preset
     (lowercase ASCII words, no stopwords, no stems), with its own bucket layout (the digest's
     first four bytes pick the column, the fifth the sign) and a zero vector for a text without
     words. Texts that share tokens have a positive cosine; unrelated texts are near 0. Counts its

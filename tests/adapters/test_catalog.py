@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.adapters import candidates_from_tools, load_catalog, to_anthropic_tool, to_openai_tool
+from shortlist.adapters import candidates_from_tools, to_anthropic_tool, to_openai_tool
+from shortlist.adapters._catalog import load_catalog
 from shortlist.errors import CatalogError
 
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}}

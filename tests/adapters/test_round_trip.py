@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from shortlist import Shortlist
+from shortlist._types import Candidate
 from shortlist.adapters import (
     candidates_from_tools,
     render_tools,
@@ -21,7 +22,6 @@ from shortlist.adapters import (
     to_openai_responses_tool,
     to_openai_tool,
 )
-from shortlist.types import Candidate
 
 openai_chat = pytest.importorskip("openai.types.chat")
 openai_responses = pytest.importorskip("openai.types.responses")
@@ -186,7 +186,7 @@ def test_render_tools_refuses_unknown_ids_and_formats() -> None:
 
 
 def test_the_definition_survives_the_exec_protocol_encoding() -> None:
-    from shortlist.exec.protocol import _candidate_dict
+    from shortlist.exec._protocol import _candidate_dict
 
     (cand,) = candidates_from_tools([_anthropic_tool()])
     encoded = json.loads(json.dumps(_candidate_dict(cand)))

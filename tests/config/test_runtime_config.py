@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.config import load_runtime_config, parse_runtime_config, runtime_config_schema
+from shortlist._config import load_runtime_config, parse_runtime_config, runtime_config_schema
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError
-from shortlist.selection import Selector, SelectorContext, SelectorRegistry
-from shortlist.types import Candidate, Query, Selection
+from shortlist.rankers._registry import SelectorRegistry
+from shortlist.selection._base import Selector, SelectorContext
 
 REFERENCE = """
 apiVersion: promptkit.altairalabs.ai/v1alpha1
@@ -184,7 +185,7 @@ def test_in_code_selector_bound_from_yaml_beats_exec_entry() -> None:
 
 def test_code_only_name_can_be_bound_from_yaml_when_registered() -> None:
     # the reference rejects this (the cosine README example fails as written); we accept it
-    from shortlist.config import RuntimeConfig, RuntimeSpec
+    from shortlist._config import RuntimeConfig, RuntimeSpec
 
     cfg = RuntimeConfig(spec=RuntimeSpec(tool_selector="skills_local"))
     reg = SelectorRegistry(cfg, selectors={"skills_local": Named("skills_local")})

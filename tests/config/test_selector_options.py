@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shortlist.config import load_runtime_config, parse_runtime_config, runtime_config_schema
+from shortlist._config import load_runtime_config, parse_runtime_config, runtime_config_schema
 from shortlist.errors import ConfigError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -131,7 +131,7 @@ def readme_config() -> str:
 
 
 def test_readme_example_loads_and_its_options_build_the_ranker(tmp_path: Path) -> None:
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.rankers._registry import create_builtin_selector
 
     p = tmp_path / "runtime.yaml"
     p.write_text(readme_config())
@@ -195,8 +195,8 @@ def _keywords(factory: Any) -> dict[str, inspect.Parameter]:
 def test_one_table_holds_each_builtin_type_with_its_options_model() -> None:
     from pydantic import BaseModel
 
-    from shortlist import builtins
-    from shortlist.selection import registry
+    from shortlist import _builtins as builtins
+    from shortlist.rankers import _registry as registry
 
     assert registry.BUILTIN_SELECTORS is builtins.BUILTIN_SELECTORS  # one table, not a mirror
     for entry in builtins.BUILTIN_SELECTORS.values():
@@ -212,7 +212,7 @@ def _literal_choices(hint: Any) -> set[Any] | None:
 
 def _check_model(model: Any, factory: Any, *, excluded: set[str], defaults: dict[str, Any] | None = None) -> None:
     """``model`` mirrors ``factory``'s keywords; ``defaults``: the values a wrapping ranker passes instead."""
-    from shortlist.builtins import NOT_OPTIONS
+    from shortlist._builtins import NOT_OPTIONS
 
     keywords = _keywords(factory)
     hints = typing.get_type_hints(factory.__init__)
@@ -228,20 +228,20 @@ def _check_model(model: Any, factory: Any, *, excluded: set[str], defaults: dict
 
 
 def test_every_option_is_a_constructor_keyword_with_its_default() -> None:
-    from shortlist.builtins import BUILTIN_SELECTORS
-    from shortlist.selection.registry import _load_factory
+    from shortlist._builtins import BUILTIN_SELECTORS
+    from shortlist.rankers._registry import _load_factory
 
     for type_name, entry in BUILTIN_SELECTORS.items():
         _check_model(entry.options, _load_factory(type_name), excluded=set())
 
 
 def test_nested_models_match_the_inner_rankers() -> None:
-    from shortlist.builtins import AbstentionOptions, HybridBm25Options, HybridEmbeddingOptions
+    from shortlist._builtins import AbstentionOptions, HybridBm25Options, HybridEmbeddingOptions
+    from shortlist.rankers._base import Abstention
+    from shortlist.rankers._bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
+    from shortlist.rankers._embedding import EmbeddingRanker
+    from shortlist.rankers._hybrid import HybridRanker
     from shortlist.rankers._text import STOPWORD_SETS
-    from shortlist.rankers.base import Abstention
-    from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
-    from shortlist.rankers.embedding import EmbeddingRanker
-    from shortlist.rankers.hybrid import HybridRanker
 
     # the hybrid passes name= and top_k= itself, and normalize / examples_weight unless bm25: says otherwise
     inner = HybridRanker().bm25
@@ -254,8 +254,8 @@ def test_nested_models_match_the_inner_rankers() -> None:
 
 
 def test_every_model_builds_its_ranker_with_every_field_given() -> None:
-    from shortlist.builtins import BUILTIN_SELECTORS
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist._builtins import BUILTIN_SELECTORS
+    from shortlist.rankers._registry import create_builtin_selector
 
     for type_name, entry in BUILTIN_SELECTORS.items():
         options = entry.options().model_dump()  # every field, at its default

@@ -14,7 +14,7 @@ import pytest
 
 from shortlist.errors import CatalogError
 from shortlist.retrieval import Document, EmbeddedBackend
-from shortlist.retrieval.backends.base import IndexBackend
+from shortlist.retrieval._backends.base import IndexBackend
 from shortlist.testing import HashEmbedder
 
 HAS_QDRANT = importlib.util.find_spec("qdrant_client") is not None
@@ -37,19 +37,19 @@ def _embedded_disk(tmp: Path, request: pytest.FixtureRequest) -> Open:
 
 
 def _qdrant_memory(tmp: Path, request: pytest.FixtureRequest) -> Open:
-    from shortlist.retrieval.backends.qdrant import QdrantBackend
+    from shortlist.retrieval._backends.qdrant import QdrantBackend
 
     return lambda emb: QdrantBackend(":memory:", embedder=emb)
 
 
 def _qdrant_disk(tmp: Path, request: pytest.FixtureRequest) -> Open:
-    from shortlist.retrieval.backends.qdrant import QdrantBackend
+    from shortlist.retrieval._backends.qdrant import QdrantBackend
 
     return lambda emb: QdrantBackend(path=str(tmp / "qdrant"), embedder=emb)
 
 
 def _pgvector(tmp: Path, request: pytest.FixtureRequest) -> Open:
-    from shortlist.retrieval.backends.postgres import PostgresBackend
+    from shortlist.retrieval._backends.postgres import PostgresBackend
 
     dsn: str = request.getfixturevalue("pgvector_dsn")
     return lambda emb: PostgresBackend(dsn, corpus="contract", embedder=emb)

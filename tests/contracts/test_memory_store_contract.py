@@ -36,10 +36,10 @@ def _open(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Opened:
     if kind == "sqlite":
         path = tmp_path / "m.db"
         return Opened(SqliteMemoryStore(path), lambda: SqliteMemoryStore(path))
-    from shortlist.memory.postgres import PostgresMemoryStore
+    from shortlist.memory._postgres import PostgresMemoryStore
 
     if kind == "pgvector":  # words and meaning: vectors stored and searched on every save and recall
-        from shortlist.embeddings.hashing import HashingEmbedder
+        from shortlist.embeddings._hashing import HashingEmbedder
 
         url = request.getfixturevalue("pgvector_dsn")
 

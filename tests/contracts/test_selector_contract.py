@@ -20,11 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from shortlist.selection import FunctionSelector, Selector
-from shortlist.selection.base import SelectorContext
-from shortlist.selection.registry import BUILTIN_SELECTORS, create_builtin_selector
+from shortlist._types import Candidate, Query, Selection
+from shortlist.rankers._registry import BUILTIN_SELECTORS, create_builtin_selector
+from shortlist.selection._base import FunctionSelector, Selector, SelectorContext
 from shortlist.testing import HashEmbedder, ScriptedModel
-from shortlist.types import Candidate, Query, Selection
 
 CATALOG = [
     Candidate("send_email", "send_email", "send an email message to a recipient"),

@@ -123,10 +123,10 @@ def _sparse(row: Any) -> dict[str, float]:
 
 def tokenisers() -> dict[str, list[list[str]]]:
     """Every tokeniser of the code base, on every corpus string."""
+    from shortlist._text import analyser
+    from shortlist.rankers import _lexical as lexical
     from shortlist.rankers import _text as rk
-    from shortlist.reduction.local import Bm25Scorer
-    from shortlist.selection import lexical
-    from shortlist.text import analyser
+    from shortlist.reduction._local import Bm25Scorer
 
     mem = analyser("corpus")  # was shortlist.memory._text (tokenize, terms, content_words)
 
@@ -148,14 +148,14 @@ def tokenisers() -> dict[str, list[list[str]]]:
 
 def bm25_scores() -> dict[str, Any]:
     """Scores of every BM25 path (and the lexical selectors) on a fixed catalog and queries."""
-    from shortlist.memory.record import Memory
-    from shortlist.memory.store import InMemoryStore
-    from shortlist.rankers.bm25 import Bm25Ranker
-    from shortlist.reduction.local import Bm25Scorer
-    from shortlist.retrieval.backends.embedded import EmbeddedBackend
-    from shortlist.retrieval.document import Document
-    from shortlist.selection.lexical import LexicalSelector, TokenOverlapSelector
-    from shortlist.types import Candidate, Query
+    from shortlist._types import Candidate, Query
+    from shortlist.memory._record import Memory
+    from shortlist.memory._store import InMemoryStore
+    from shortlist.rankers._bm25 import Bm25Ranker
+    from shortlist.rankers._lexical import LexicalSelector, TokenOverlapSelector
+    from shortlist.reduction._local import Bm25Scorer
+    from shortlist.retrieval._backends.embedded import EmbeddedBackend
+    from shortlist.retrieval._document import Document
 
     cands = [Candidate(**c) for c in CATALOG]
     out: dict[str, Any] = {}

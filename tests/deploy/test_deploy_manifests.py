@@ -167,7 +167,7 @@ def test_the_deployments_run_only_serve_and_index_build() -> None:
 
 @pytest.mark.parametrize("cmd", SERVE, ids=[c.where for c in SERVE])
 def test_serve_commands_parse_with_the_real_cli(cmd: ShortlistCommand) -> None:
-    from shortlist.cli import serve
+    from shortlist.cli import _serve as serve
 
     args = parse_cli(cmd.argv[1:])
     assert args.command == "serve" and args.func is serve.run
@@ -196,7 +196,7 @@ def _routes() -> dict[str, Any]:
 
 
 def test_probes_and_ports_match_the_app() -> None:
-    from shortlist.server.middleware import HEALTH_PATHS
+    from shortlist.server._middleware import HEALTH_PATHS
 
     routes = _routes()
     services = load_compose()["services"]
@@ -231,7 +231,7 @@ def test_probes_and_ports_match_the_app() -> None:
 
 
 def test_environment_variables_are_the_ones_the_code_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shortlist.server.settings import ENV_API_KEYS
+    from shortlist.server._settings import ENV_API_KEYS
 
     description = json.loads((K8S_DIR / "shortlist-index.json").read_text(encoding="utf-8"))
     index_defaults = parse_cli(["index", "build", "--docs", "d", "--path", "p"])
@@ -250,8 +250,8 @@ def test_environment_variables_are_the_ones_the_code_reads(monkeypatch: pytest.M
 
 
 def test_files_named_in_commands_are_where_the_mounts_put_them() -> None:
-    from shortlist.adapters.catalog import load_catalog
-    from shortlist.config import load_runtime_config
+    from shortlist._config import load_runtime_config
+    from shortlist.adapters._catalog import load_catalog
 
     services = load_compose()["services"]
     for name in REPLICAS:
@@ -283,7 +283,7 @@ def test_files_named_in_commands_are_where_the_mounts_put_them() -> None:
 
 
 def test_the_kubernetes_index_description_is_what_the_job_builds() -> None:
-    from shortlist.retrieval.backends.opening import embedder_by_name
+    from shortlist.retrieval._backends.opening import embedder_by_name
 
     job = k8s_doc("Job", "shortlist-index")
     (container,) = pod_spec(job)["containers"]

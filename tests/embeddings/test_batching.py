@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from shortlist.embeddings.batching import Coalescer
-from shortlist.embeddings.default import DefaultEmbedder
+from shortlist.embeddings._batching import Coalescer
+from shortlist.embeddings._default import DefaultEmbedder
 from shortlist.errors import EmbeddingError
 
 # Short queries of 5-12 tokens (same and neighbouring lengths batch together), plus

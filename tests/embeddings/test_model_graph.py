@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.embeddings.cache import ENV_CACHE_DIR
-from shortlist.embeddings.default import TOOLS_MODEL_NAME, DefaultEmbedder, ModelGraphRejected
-from shortlist.events import Event, event_hooks
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings._cache import ENV_CACHE_DIR
+from shortlist.embeddings._default import TOOLS_MODEL_NAME, DefaultEmbedder, ModelGraphRejected
 
 TEXTS = ["send an email to my manager", "what is the weather in Paris tomorrow"]
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from loopback import http_thread
-from shortlist.config import CredentialConfig, EmbeddingProviderConfig
-from shortlist.embeddings.cache import CachingEmbedder
-from shortlist.embeddings.default import DefaultEmbedder
-from shortlist.embeddings.factory import build_embedder
-from shortlist.embeddings.openai import EmbeddingRetry, OpenAIEmbedder
+from shortlist._config import CredentialConfig, EmbeddingProviderConfig
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings._cache import CachingEmbedder
+from shortlist.embeddings._default import DefaultEmbedder
+from shortlist.embeddings._factory import build_embedder
+from shortlist.embeddings._openai import EmbeddingRetry, OpenAIEmbedder
 from shortlist.errors import ConfigError, EmbeddingError
-from shortlist.events import Event, event_hooks
 
 Reply = tuple[int, Any] | Callable[[dict[str, Any]], tuple[int, Any]]
 

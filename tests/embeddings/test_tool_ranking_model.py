@@ -7,8 +7,9 @@ import argparse
 import numpy as np
 import pytest
 
-from shortlist.config import EmbeddingProviderConfig
-from shortlist.embeddings.default import (
+from shortlist._config import EmbeddingProviderConfig
+from shortlist._types import Candidate, Query
+from shortlist.embeddings._default import (
     DEFAULT_MODEL_NAME,
     EMBEDDED_MODELS,
     TOOL_RANKING_MODEL,
@@ -17,12 +18,11 @@ from shortlist.embeddings.default import (
     default_embedder,
     for_tool_ranking,
 )
-from shortlist.embeddings.factory import build_embedder
-from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import HybridRanker
-from shortlist.selection.base import SelectorContext
+from shortlist.embeddings._factory import build_embedder
+from shortlist.rankers._embedding import EmbeddingRanker
+from shortlist.rankers._hybrid import HybridRanker
+from shortlist.selection._base import SelectorContext
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 
 def test_the_tool_ranking_model_is_the_fine_tuned_one() -> None:
@@ -86,8 +86,8 @@ def test_the_old_model_stays_selectable_for_ranking() -> None:
 
 
 def test_eval_embedder_choices_are_the_embedded_models() -> None:
+    from shortlist.cli._eval import EMBEDDER_CHOICES
     from shortlist.cli._eval_inputs import with_embedder as _with_embedder
-    from shortlist.cli.eval import EMBEDDER_CHOICES
 
     assert EMBEDDER_CHOICES == EMBEDDED_MODELS
     args = argparse.Namespace(embedder=DEFAULT_MODEL_NAME)

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.embeddings.cache import (
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings._cache import (
     ENV_CACHE_DIR,
     ENV_CACHE_MAX_MB,
     CacheRowDropped,
@@ -23,7 +24,6 @@ from shortlist.embeddings.cache import (
     text_key,
 )
 from shortlist.errors import ConfigError
-from shortlist.events import Event, event_hooks
 from shortlist.testing import HashEmbedder
 
 
@@ -61,12 +61,12 @@ def test_single_texts_bypass_the_cache(tmp_path: Path) -> None:
 
 
 def test_ranker_and_factory_options(tmp_path: Path) -> None:
-    from shortlist.config import EmbeddingProviderConfig
-    from shortlist.embeddings.default import DefaultEmbedder
-    from shortlist.embeddings.factory import build_embedder
-    from shortlist.rankers.embedding import EmbeddingRanker
-    from shortlist.selection.base import SelectorContext
-    from shortlist.types import Candidate, Query
+    from shortlist._config import EmbeddingProviderConfig
+    from shortlist._types import Candidate, Query
+    from shortlist.embeddings._default import DefaultEmbedder
+    from shortlist.embeddings._factory import build_embedder
+    from shortlist.rankers._embedding import EmbeddingRanker
+    from shortlist.selection._base import SelectorContext
 
     db = str(tmp_path / "v.sqlite")
     cands = [Candidate("a", "a", "send email"), Candidate("b", "b", "weather forecast")]
@@ -89,7 +89,7 @@ def test_ranker_and_factory_options(tmp_path: Path) -> None:
 WRITER = """
 import sys
 import numpy as np
-from shortlist.embeddings.cache import VectorStore, text_key
+from shortlist.embeddings._cache import VectorStore, text_key
 store = VectorStore(sys.argv[1], max_mb=64)
 me = int(sys.argv[2])
 for round_ in range(20):
@@ -130,7 +130,7 @@ def test_identity_not_name_keys_the_vectors(tmp_path: Path) -> None:
 
 
 def test_default_model_identity_is_its_files_hashes() -> None:
-    from shortlist.embeddings.default import MODEL_SHA256, TOKENIZER_SHA256, DefaultEmbedder
+    from shortlist.embeddings._default import MODEL_SHA256, TOKENIZER_SHA256, DefaultEmbedder
 
     identity = DefaultEmbedder(vector_cache=None).model_identity
     assert MODEL_SHA256[:16] in identity and TOKENIZER_SHA256[:16] in identity
@@ -181,7 +181,7 @@ def test_unusable_cache_dir_is_an_event_not_an_error(tmp_path: Path, monkeypatch
 
 
 def test_default_embedder_vectors_are_the_same_through_the_cache(tmp_path: Path) -> None:
-    from shortlist.embeddings.default import DefaultEmbedder
+    from shortlist.embeddings._default import DefaultEmbedder
 
     texts = ["send an email", "get the weather forecast for Paris", "book a flight", "convert currency"]
     plain = DefaultEmbedder(vector_cache=None, optimized_model_cache=False).embed(texts)
@@ -311,7 +311,7 @@ def test_rows_of_another_dimension_under_one_identity_are_replaced(tmp_path: Pat
 
 
 def test_vectors_that_are_not_finite_are_not_stored(tmp_path: Path) -> None:
-    from shortlist.embeddings.base import FunctionEmbedder
+    from shortlist.embeddings._base import FunctionEmbedder
 
     store = VectorStore(tmp_path / "v.sqlite3")
     inner = FunctionEmbedder(lambda texts: [[np.nan, 1.0] if t == "bad" else [1.0, 0.0] for t in texts])

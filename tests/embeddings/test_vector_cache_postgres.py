@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.embeddings import cache as cache_module
-from shortlist.embeddings.cache import (
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings import _cache as cache_module
+from shortlist.embeddings._cache import (
     ENV_CACHE_DIR,
     CacheUnavailable,
     CachingEmbedder,
@@ -25,7 +26,6 @@ from shortlist.embeddings.cache import (
     text_key,
 )
 from shortlist.errors import EmbeddingError
-from shortlist.events import Event, event_hooks
 from shortlist.testing import HashEmbedder
 
 psycopg = pytest.importorskip("psycopg")
@@ -245,9 +245,9 @@ def test_the_cache_location_setting_takes_a_url(url: str, monkeypatch: pytest.Mo
 
 
 def test_a_provider_vector_cache_url(url: str) -> None:
-    from shortlist.config import EmbeddingProviderConfig
-    from shortlist.embeddings.default import DefaultEmbedder
-    from shortlist.embeddings.factory import build_embedder
+    from shortlist._config import EmbeddingProviderConfig
+    from shortlist.embeddings._default import DefaultEmbedder
+    from shortlist.embeddings._factory import build_embedder
 
     emb = build_embedder(EmbeddingProviderConfig(type="default", additional_config={"vector_cache": url}))
     assert isinstance(emb, DefaultEmbedder)

@@ -144,7 +144,7 @@ def test_the_model_and_settings_come_from_spec_enrichment(
 
 
 def test_spec_enrichment_is_validated(tmp_path: Path) -> None:
-    from shortlist.config import parse_runtime_config
+    from shortlist._config import parse_runtime_config
     from shortlist.errors import ConfigError
 
     with pytest.raises(ConfigError, match="examples"):

@@ -16,22 +16,20 @@ from pathlib import Path
 import pytest
 from enrich_chat_server import chat_server, numbered_requests
 
-from shortlist.enrichment import (
-    CatalogEnricher,
+from shortlist._events import Event, event_hooks
+from shortlist._types import Candidate
+from shortlist.enrichment import CatalogEnricher, EnrichmentStore, enrich_catalog
+from shortlist.enrichment._enricher import (
     EnrichmentCompleted,
     EnrichmentFailed,
     EnrichmentOutputRejected,
     EnrichmentRequestsDropped,
     EnrichmentRetry,
-    EnrichmentStore,
-    enrich_catalog,
 )
 from shortlist.errors import ConfigError, ModelError
-from shortlist.events import Event, event_hooks
 from shortlist.feedback import FeedbackStore
-from shortlist.runtime.model import CallableModel, OpenAIChatModel
+from shortlist.runtime._model import CallableModel, OpenAIChatModel
 from shortlist.testing import ScriptedModel
-from shortlist.types import Candidate
 
 CATALOG = [
     Candidate("weather", "weather", "Current weather and forecasts for any city."),
@@ -68,8 +66,8 @@ def test_requests_become_the_tools_examples_in_the_feedback_log(tmp_path: Path) 
 
 
 def test_a_shortlist_bound_to_the_log_ranks_with_the_generated_requests(tmp_path: Path) -> None:
-    from shortlist.rankers.bm25 import Bm25Ranker
-    from shortlist.selection.facade import Shortlist
+    from shortlist.rankers._bm25 import Bm25Ranker
+    from shortlist.selection._facade import Shortlist
 
     db = tmp_path / "feedback.sqlite"
 

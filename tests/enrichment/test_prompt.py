@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from shortlist.enrichment.prompt import build_prompt, clean_request, content_hash, parse_answer
-from shortlist.types import Candidate
+from shortlist._types import Candidate
+from shortlist.enrichment._prompt import build_prompt, clean_request, content_hash, parse_answer
 
 WEATHER = Candidate("weather", "weather", "Current weather and forecasts for any city.")
 FLIGHTS = Candidate("flights", "flights", "Search and book flights.")

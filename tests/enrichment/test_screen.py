@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.enrichment.screen import NAMES_OTHER_TOOL, OFF_TASK, RequestScreen
-from shortlist.types import Candidate
+from shortlist._types import Candidate
+from shortlist.enrichment._screen import NAMES_OTHER_TOOL, OFF_TASK, RequestScreen
 
 CATALOG = [
     Candidate("get_weather", description="Current weather and forecasts for any city."),

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.config import EmbeddingProviderConfig
-from shortlist.embeddings.default import (
+from shortlist._config import EmbeddingProviderConfig
+from shortlist.embeddings._default import (
     DEFAULT_MODEL_NAME,
     EMBEDDED_MODELS,
     TOOLS_MODEL_NAME,
@@ -18,7 +18,7 @@ from shortlist.embeddings.default import (
     DefaultEmbedder,
     default_model_files,
 )
-from shortlist.embeddings.factory import build_embedder
+from shortlist.embeddings._factory import build_embedder
 from shortlist.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

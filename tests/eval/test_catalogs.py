@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
+from shortlist._types import Candidate
 from shortlist.errors import CatalogError, ConfigError
-from shortlist.eval import sources
-from shortlist.eval.catalogs import (
+from shortlist.eval import _sources as sources
+from shortlist.eval._catalogs import (
     AddTools,
     build_large_catalog,
     grow_catalog,
     load_added_tools,
     parse_add_tools,
 )
-from shortlist.eval.datasets import load_tools
-from shortlist.types import Candidate
+from shortlist.eval._datasets import load_tools
 
 CONV = Path(__file__).resolve().parents[1] / "data" / "conv_tiny"
 BASE = load_tools(CONV / "tools.jsonl")
@@ -131,7 +131,7 @@ def test_a_dataset_directory_is_a_source(tmp_path: Path) -> None:
 
 
 def _fake_wheels(tmp_path: Path) -> dict[str, Path]:
-    from shortlist.eval.sources import _LMB_CATALOG, _LMB_TASKS, _NESTFUL_SPLITS
+    from shortlist.eval._sources import _LMB_CATALOG, _LMB_TASKS, _NESTFUL_SPLITS
 
     lmb = tmp_path / "lmb.whl"
     catalog = [

@@ -8,15 +8,17 @@ from typing import Any
 
 import pytest
 
-from shortlist.cli.eval import PRICE_PRESET_NAMES
+from shortlist.cli._eval import PRICE_PRESET_NAMES
 from shortlist.errors import ConfigError
-from shortlist.eval import conversations
-from shortlist.eval.conversations import CostModel, run_conversation_eval
-from shortlist.eval.datasets import load_tools
-from shortlist.offer import PREFETCH_QUERY, PRICE_PRESETS, SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.registry import create_builtin_selector
+from shortlist.eval import _conversations as conversations
+from shortlist.eval._conversations import CostModel, run_conversation_eval
+from shortlist.eval._datasets import load_tools
+from shortlist.offer import PRICE_PRESETS, OfferPolicy, Prices, ToolSession
+from shortlist.offer._policies import PREFETCH_QUERY
+from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.rankers._registry import create_builtin_selector
+from shortlist.selection._cousage import CoUsage
+from shortlist.selection._facade import Shortlist
 
 CONV = Path(__file__).resolve().parents[1] / "data" / "conv_tiny"
 

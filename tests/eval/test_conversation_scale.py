@@ -9,21 +9,23 @@ from typing import Any, ClassVar
 
 import pytest
 
+from shortlist._types import Candidate
 from shortlist.errors import ConfigError
-from shortlist.eval import conversations
-from shortlist.eval.conversations import (
+from shortlist.eval import _conversations as conversations
+from shortlist.eval._conversations import (
     STRATEGIES,
     CostModel,
     Simulation,
     name_words,
     run_conversation_eval,
 )
-from shortlist.eval.datasets import load_tools
-from shortlist.offer import PREFETCH_QUERY, SEARCH_TOOL_NAME, OfferPolicy, Prices, ToolSession
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.registry import create_builtin_selector
-from shortlist.types import Candidate
+from shortlist.eval._datasets import load_tools
+from shortlist.offer import OfferPolicy, Prices, ToolSession
+from shortlist.offer._policies import PREFETCH_QUERY
+from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.rankers._registry import create_builtin_selector
+from shortlist.selection._cousage import CoUsage
+from shortlist.selection._facade import Shortlist
 
 CONV = Path(__file__).resolve().parents[1] / "data" / "conv_tiny"
 ROW_KEYS = {

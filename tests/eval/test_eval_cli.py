@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from shortlist.errors import CatalogError
-from shortlist.eval.datasets import load_dataset, load_queries
-from shortlist.eval.runner import run_eval
-from shortlist.eval.sources import NESTFUL, Wheel, convert, fetch_wheel
-from shortlist.rankers.bm25 import Bm25Ranker
+from shortlist.eval._datasets import load_dataset, load_queries
+from shortlist.eval._runner import run_eval
+from shortlist.eval._sources import NESTFUL, Wheel, convert, fetch_wheel
+from shortlist.rankers._bm25 import Bm25Ranker
 
 pytestmark = pytest.mark.slow  # the CLI as subprocesses
 
@@ -174,7 +174,7 @@ def test_prepare_never_downloads_unless_asked(tmp_path: Path) -> None:
 
 
 def test_livemcpbench_conversion(tmp_path: Path) -> None:
-    from shortlist.eval.sources import _LMB_CATALOG, _LMB_TASKS
+    from shortlist.eval._sources import _LMB_CATALOG, _LMB_TASKS
 
     catalog = [
         {

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import CatalogError
-from shortlist.eval.datasets import EvalQuery, apply_train_examples, load_dataset, load_queries
-from shortlist.eval.runner import abstention_curve, run_eval
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.selection.base import FunctionSelector
-from shortlist.types import Candidate, Query, Selection
+from shortlist.eval._datasets import EvalQuery, apply_train_examples, load_dataset, load_queries
+from shortlist.eval._runner import abstention_curve, run_eval
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.selection._base import FunctionSelector
 
 TINY = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
 

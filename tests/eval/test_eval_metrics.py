@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from shortlist.eval.metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from shortlist.eval._metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
 
 def test_recall_divides_by_min_k_gold() -> None:

@@ -15,9 +15,9 @@ import pytest
 
 from shortlist.cli import main
 from shortlist.cli._eval_progress import Progress as _Progress
-from shortlist.eval.datasets import EvalQuery
-from shortlist.eval.report import CSP, Miss, bar_chart, find_misses, render_html
-from shortlist.eval.runner import QueryOutcome
+from shortlist.eval._datasets import EvalQuery
+from shortlist.eval._report import CSP, Miss, bar_chart, find_misses, render_html
+from shortlist.eval._runner import QueryOutcome
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TINY = DATA / "eval_tiny"
@@ -26,9 +26,9 @@ CONV = DATA / "conv_tiny"
 
 def _library_misses(name: str) -> list[Miss]:
     """What the library finds for ``name`` on the tiny set: the CLI must say the same."""
-    from shortlist.eval.datasets import load_dataset
-    from shortlist.eval.runner import run_eval
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._runner import run_eval
+    from shortlist.rankers._registry import create_builtin_selector
 
     dataset = load_dataset(TINY)
     outcomes: list[QueryOutcome] = []

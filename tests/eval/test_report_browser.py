@@ -17,7 +17,7 @@ import pytest
 
 from chromium import browser_page
 from shortlist.cli import main
-from shortlist.eval.report import Miss
+from shortlist.eval._report import Miss
 
 pytestmark = pytest.mark.slow  # starts Chromium / the CLI under a terminal
 
@@ -26,10 +26,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def _library_misses(name: str) -> list[Miss]:
     """What the library finds for ``name`` on the tiny set (the page must list the same)."""
-    from shortlist.eval.datasets import load_dataset
-    from shortlist.eval.report import find_misses
-    from shortlist.eval.runner import QueryOutcome, run_eval
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._report import find_misses
+    from shortlist.eval._runner import QueryOutcome, run_eval
+    from shortlist.rankers._registry import create_builtin_selector
 
     dataset = load_dataset(DATA / "eval_tiny")
     outcomes: list[QueryOutcome] = []

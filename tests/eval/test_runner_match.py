@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.eval.datasets import Dataset, EvalQuery
-from shortlist.eval.runner import QueryOutcome, by_name, run_eval
+from shortlist._types import Candidate
+from shortlist.eval._datasets import Dataset, EvalQuery
+from shortlist.eval._runner import QueryOutcome, by_name, run_eval
 from shortlist.testing import StaticSelector
-from shortlist.types import Candidate
 
 TOOLS = (
     Candidate("weather_v1", "get_current_weather", "weather for a city"),

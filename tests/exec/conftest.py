@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shortlist.events import Event, event_hooks
+from shortlist._events import Event, event_hooks
 
 
 @pytest.fixture

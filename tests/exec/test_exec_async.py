@@ -10,11 +10,12 @@ import time
 import pytest
 from exec_helpers import BEHAVE, PYTHON, process_gone
 
+from shortlist._events import Event, SelectionFallback, event_hooks
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import SelectorError, SelectorProcessError, SelectorProtocolError, SelectorTimeout
-from shortlist.events import Event, SelectionFallback, event_hooks
-from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned
-from shortlist.selection.narrowing import anarrow
-from shortlist.types import Candidate, Query, Selection
+from shortlist.exec._events import ExecKilled, ExecSpawned
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.selection._narrowing import anarrow
 
 pytestmark = pytest.mark.slow  # exec selector processes
 

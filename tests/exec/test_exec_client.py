@@ -11,17 +11,18 @@ import time
 import pytest
 from exec_helpers import BEHAVE, PYTHON, process_gone
 
-from shortlist.config import SelectorConfig
+from shortlist._config import SelectorConfig
+from shortlist._events import Event, SelectionFallback
+from shortlist._types import Candidate, Query
 from shortlist.errors import (
     SelectorError,
     SelectorProcessError,
     SelectorProtocolError,
     SelectorTimeout,
 )
-from shortlist.events import Event, SelectionFallback
-from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned
-from shortlist.selection.narrowing import anarrow, narrow
-from shortlist.types import Candidate, Query
+from shortlist.exec._events import ExecKilled, ExecSpawned
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.selection._narrowing import anarrow, narrow
 
 pytestmark = pytest.mark.slow  # exec selector processes
 
@@ -200,7 +201,7 @@ def test_grandchild_holding_the_pipes_does_not_hold_the_call(events: list[Event]
 
 
 def test_straggler_is_killed_after_a_successful_call() -> None:
-    from shortlist.exec.process import run_once
+    from shortlist.exec._process import run_once
 
     sel = behave("straggler")
     result = run_once(

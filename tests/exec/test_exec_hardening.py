@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from exec_helpers import PYTHON, process_gone
 
+from shortlist._events import Event, SelectionFallback
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import SelectorProtocolError, SelectorTimeout
-from shortlist.events import Event, SelectionFallback
-from shortlist.exec import ExecSelector
-from shortlist.exec.protocol import decode_response, parse_request
-from shortlist.selection.base import FunctionSelector
-from shortlist.selection.narrowing import narrow
-from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
-from shortlist.types import Candidate, Query, Selection
+from shortlist.exec._protocol import decode_response, parse_request
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.rankers._registry import DEFAULT_SELECTOR, create_builtin_selector
+from shortlist.selection._base import FunctionSelector
+from shortlist.selection._narrowing import narrow
 
 HOSTILE = str(Path(__file__).resolve().parent / "hostile_selector.py")
 CLI = [PYTHON, "-m", "shortlist.cli", "exec-selector"]
@@ -239,7 +239,7 @@ def test_worker_timeout_and_close_kill_setsid_grandchildren(tmp_path: Path, even
 
 @pytest.mark.slow  # exec selector processes
 def test_a_huge_exec_reason_is_truncated_with_an_event(events: list[Event]) -> None:
-    from shortlist.types import MAX_REASON_CHARS, REASON_TRUNCATED_MARKER
+    from shortlist._types import MAX_REASON_CHARS, REASON_TRUNCATED_MARKER
 
     sel = hostile("reason", str(3 * 1024 * 1024))
     selection = sel.select(Query("x"), CANDS)
@@ -258,7 +258,7 @@ def test_a_short_reason_is_untouched(events: list[Event]) -> None:
 
 
 def test_in_process_selections_cannot_carry_an_unbounded_reason(events: list[Event]) -> None:
-    from shortlist.types import MAX_REASON_CHARS, REASON_TRUNCATED_MARKER
+    from shortlist._types import MAX_REASON_CHARS, REASON_TRUNCATED_MARKER
 
     huge = "z" * (3 * 1024 * 1024)
     assert len(Selection(("a",), reason=huge).reason) == MAX_REASON_CHARS

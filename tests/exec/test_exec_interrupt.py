@@ -12,11 +12,11 @@ from collections.abc import Callable
 import pytest
 from exec_helpers import PYTHON, process_gone
 
-from shortlist.events import Event
-from shortlist.exec import ExecKilled, ExecSpawned
-from shortlist.exec.aprocess import arun_once
-from shortlist.exec.process import Interrupt, RunInterrupted, run_once
-from shortlist.exec.sandbox import Launch
+from shortlist._events import Event
+from shortlist.exec._aprocess import arun_once
+from shortlist.exec._events import ExecKilled, ExecSpawned
+from shortlist.exec._process import Interrupt, RunInterrupted, run_once
+from shortlist.exec._sandbox import Launch
 
 # closes both output pipes, then runs on: the engine is past the pump, waiting for the exit
 SILENT = Launch((PYTHON, "-c", "import os, time; os.close(1); os.close(2); time.sleep(30)"), {})

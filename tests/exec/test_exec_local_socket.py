@@ -33,14 +33,14 @@ from promptkit_payload import TOOLS_200
 from test_promptkit import SHORTLIST, go_unmarshal_selected, spawn
 
 from loopback import wait_until
+from shortlist._events import Event, add_event_hook, remove_event_hook
 from shortlist._localsock import UntrustedSocket, default_socket_path, open_private_log, private_dir
-from shortlist.embeddings.cache import SAVE_EVERY, VectorStore, cached_embed, text_key
+from shortlist.embeddings._cache import SAVE_EVERY, VectorStore, cached_embed, text_key
 from shortlist.errors import ConfigError
-from shortlist.events import Event, add_event_hook, remove_event_hook
-from shortlist.exec.daemon import ExecDaemon, _claim
-from shortlist.exec.events import ExecSocketRefused
-from shortlist.exec.receiver import answer
-from shortlist.selection.registry import SelectorRegistry, create_builtin_selector
+from shortlist.exec._daemon import ExecDaemon, _claim
+from shortlist.exec._events import ExecSocketRefused
+from shortlist.exec._receiver import answer
+from shortlist.rankers._registry import SelectorRegistry, create_builtin_selector
 
 NOBODY = 65534
 #: The other user's programs use only the standard library; the system interpreter, which any user may run.

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import SelectorProtocolError
-from shortlist.exec.protocol import (
+from shortlist.exec._protocol import (
     decode_request,
     decode_response,
     encode_request,
@@ -17,7 +18,6 @@ from shortlist.exec.protocol import (
     request_schema,
     response_schema,
 )
-from shortlist.types import Candidate, Query, Selection
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "exec-protocol.md"
 

@@ -11,12 +11,12 @@ import pytest
 from exec_helpers import PYTHON, RERANK
 
 from loopback import http_thread, starts_processes
-from shortlist.config import SelectorConfig, parse_runtime_config
-from shortlist.events import Event, SelectionFallback
-from shortlist.exec import ExecSelector
-from shortlist.selection.narrowing import narrow
-from shortlist.selection.registry import SelectorRegistry
-from shortlist.types import Candidate, Query
+from shortlist._config import SelectorConfig, parse_runtime_config
+from shortlist._events import Event, SelectionFallback
+from shortlist._types import Candidate, Query
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.rankers._registry import SelectorRegistry
+from shortlist.selection._narrowing import narrow
 
 pytestmark = pytest.mark.slow  # the rerank exec selector as a process
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from exec_helpers import BEHAVE, PYTHON
 
-from shortlist.config import SandboxConfig, SelectorConfig, parse_runtime_config
+from shortlist._config import SandboxConfig, SelectorConfig, parse_runtime_config
+from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
-from shortlist.exec import ExecSelector
-from shortlist.exec.sandbox import DirectSandbox, build_sandbox, grant_env
-from shortlist.types import Candidate, Query
+from shortlist.exec._sandbox import DirectSandbox, build_sandbox, grant_env
+from shortlist.rankers._exec_client import ExecSelector
 
 HOST = {"PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "SECRET": "hunter2", "DOCKER_HOST": "tcp://d"}
 GRANTED = {"API_KEY": "k1", "MODE": "fast"}

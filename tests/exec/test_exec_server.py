@@ -13,13 +13,14 @@ import pytest
 from exec_helpers import PYTHON
 
 import inprocess
-from shortlist.events import Event
-from shortlist.exec import ExecSelector, ExecSpawned
-from shortlist.exec.server import answer_quietly, serve_worker
-from shortlist.selection.base import FunctionSelector
-from shortlist.selection.narrowing import narrow
-from shortlist.selection.registry import DEFAULT_SELECTOR, create_builtin_selector
-from shortlist.types import Candidate, Query
+from shortlist._events import Event
+from shortlist._types import Candidate, Query
+from shortlist.exec._events import ExecSpawned
+from shortlist.exec._server import answer_quietly, serve_worker
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.rankers._registry import DEFAULT_SELECTOR, create_builtin_selector
+from shortlist.selection._base import FunctionSelector
+from shortlist.selection._narrowing import narrow
 
 CLI = [PYTHON, "-m", "shortlist.cli", "exec-selector"]
 CANDS = [

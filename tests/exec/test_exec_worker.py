@@ -10,12 +10,12 @@ import threading
 import pytest
 from exec_helpers import BEHAVE, PYTHON, RERANK, process_gone
 
+from shortlist._events import Event
+from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
-from shortlist.events import Event
-from shortlist.exec import ExecKilled, ExecSelector, ExecSpawned, ExecWorkerRestarted
-from shortlist.exec.events import ExecNotAWorker
-from shortlist.selection.narrowing import narrow
-from shortlist.types import Candidate, Query
+from shortlist.exec._events import ExecKilled, ExecNotAWorker, ExecSpawned, ExecWorkerRestarted
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.selection._narrowing import narrow
 
 pytestmark = pytest.mark.slow  # exec worker processes
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shortlist.exec.server import serve_once, serve_worker
-from shortlist.selection.base import Selector
-from shortlist.selection.wrappers import TimeoutSelector
+from shortlist._types import Candidate, Query, Selection
+from shortlist.exec._server import serve_once, serve_worker
+from shortlist.rankers._wrappers import TimeoutSelector
+from shortlist.selection._base import Selector
 from shortlist.server import ServerSettings, create_app
-from shortlist.server.state import ServiceState
-from shortlist.types import Candidate, Query, Selection
+from shortlist.server._state import ServiceState
 
 
 class Recorder(Selector):

@@ -24,18 +24,18 @@ import pytest
 from promptkit_payload import SKILLS, TOOLS_200, skill_request, tool_request
 
 from loopback import free_port, starts_processes, wait_http_ready, wait_until
-from shortlist.cli.exec_selector import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
-from shortlist.config import parse_runtime_config
+from shortlist._config import parse_runtime_config
+from shortlist._types import Candidate, Query
+from shortlist.cli._exec_selector import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
 from shortlist.errors import ConfigError
-from shortlist.exec.daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
-from shortlist.exec.protocol import decode_request, selector_k
-from shortlist.exec.receiver import answer
-from shortlist.selection.base import FunctionSelector
-from shortlist.selection.registry import DEFAULT_SELECTOR, SelectorRegistry, create_builtin_selector
-from shortlist.types import Candidate, Query
+from shortlist.exec._daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
+from shortlist.exec._protocol import decode_request, selector_k
+from shortlist.exec._receiver import answer
+from shortlist.rankers._registry import DEFAULT_SELECTOR, SelectorRegistry, create_builtin_selector
+from shortlist.selection._base import FunctionSelector
 
 SHORTLIST = str(Path(sys.executable).with_name("shortlist"))  # the console script PromptKit's config names
-HEAVY = ("numpy", "pydantic", "onnxruntime", "shortlist.exec", "shortlist.selection", "shortlist.config")
+HEAVY = ("numpy", "pydantic", "onnxruntime", "shortlist.exec", "shortlist.selection", "shortlist._config")
 
 
 def go_unmarshal_selected(stdout: bytes) -> list[str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from inprocess import run_cli
+from shortlist._types import Candidate, Query
 from shortlist.errors import CatalogError
 from shortlist.feedback import FeedbackStore, apply_examples
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.types import Candidate, Query
+from shortlist.rankers._bm25 import Bm25Ranker
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
 
@@ -163,7 +163,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
-    from shortlist.selection.cousage import CoUsage
+    from shortlist.selection._cousage import CoUsage
 
     store = FeedbackStore(tmp_path / "fb.db")
     store.record("start the car", selected=["start_engine"], used=["press_brake", "start_engine"])

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from shortlist._types import Candidate
 from shortlist.feedback import FeedbackStore, apply_examples
-from shortlist.types import Candidate
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -83,7 +83,7 @@ def test_import_is_idempotent_and_enrich_appends_examples(store: FeedbackStore, 
 @pytest.mark.slow  # a PostgreSQL server
 def test_replicas_learn_from_each_others_turns(pgvector_dsn: str, tmp_path: Path) -> None:
     pytest.importorskip("psycopg")
-    from shortlist.feedback.postgres import PostgresFeedbackStore
+    from shortlist.feedback._postgres import PostgresFeedbackStore
 
     a = PostgresFeedbackStore(pgvector_dsn, refresh_s=0)
     b = FeedbackStore(pgvector_dsn)

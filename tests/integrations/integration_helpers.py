@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shortlist.events import Event
+from shortlist._events import Event
 
 
 def get_weather(city: str) -> str:

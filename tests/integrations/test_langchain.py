@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_fakes import RecordingModel, call
 
-from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower
 from shortlist.integrations.langchain import (
     ShortlistMiddleware,
     find_tools_tool,

@@ -16,7 +16,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.objects.base import ObjectRetriever
 from llama_index.core.tools import FunctionTool
 
-from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower
 from shortlist.integrations.llamaindex import ShortlistToolRetriever
 from shortlist.testing import FailingSelector
 

@@ -34,7 +34,7 @@ def test_a_missing_framework_names_its_extra(missing: str, module: str, extra: s
 def test_the_core_and_the_engine_import_no_framework() -> None:
     code = (
         "import sys\n"
-        "import shortlist, shortlist.integrations, shortlist.telemetry\n"
+        "import shortlist, shortlist.integrations, shortlist._telemetry\n"
         "from shortlist.integrations import ToolNarrower\n"
         "heavy = [m for m in ('langchain', 'langchain_core', 'langgraph', 'pydantic_ai', 'agents', 'llama_index',"
         " 'opentelemetry') if m in sys.modules]\n"

@@ -18,7 +18,7 @@ from agents.models.interface import Model, ModelProvider
 from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower
 from shortlist.integrations.openai_agents import ShortlistModel, ShortlistModelProvider
 from shortlist.testing import FailingSelector
 

@@ -7,10 +7,10 @@ import inspect
 import pytest
 from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 
+from shortlist._types import Candidate
 from shortlist.errors import ConfigError
-from shortlist.integrations.core import Conversation, ToolNarrower, tool_candidate
+from shortlist.integrations._core import Conversation, ToolNarrower, tool_candidate
 from shortlist.testing import FailingSelector
-from shortlist.types import Candidate
 
 
 def catalog(narrower: ToolNarrower) -> tuple[Candidate, ...]:

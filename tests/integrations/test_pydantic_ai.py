@@ -15,7 +15,7 @@ from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from shortlist.integrations.core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower
 from shortlist.integrations.pydantic_ai import ShortlistTools, find_tools_tool, prepare_tools
 from shortlist.testing import FailingSelector
 

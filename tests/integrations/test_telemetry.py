@@ -18,14 +18,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from shortlist.exec import ExecSelector
-from shortlist.integrations.core import ToolNarrower
-from shortlist.reduction.fragments import ContextFragment
-from shortlist.reduction.stage import ReductionStage
+from shortlist._types import Candidate, Query
+from shortlist.integrations._core import ToolNarrower
+from shortlist.rankers._exec_client import ExecSelector
+from shortlist.reduction._fragments import ContextFragment
+from shortlist.reduction._stage import ReductionStage
 from shortlist.retrieval import CorpusRetriever, Document
-from shortlist.selection.narrowing import anarrow, narrow
+from shortlist.selection._narrowing import anarrow, narrow
 from shortlist.testing import FailingSelector, StaticSelector
-from shortlist.types import Candidate, Query
 
 CANDS = tuple(Candidate(f"tool_{i}", description=f"does thing number {i} " * 5) for i in range(20))
 BEHAVE = str(Path(__file__).parents[1] / "fixtures" / "selectors" / "behave.py")
@@ -141,9 +141,9 @@ def test_without_opentelemetry_everything_works_and_nothing_is_traced() -> None:
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
         "from shortlist import telemetry\n"
-        "from shortlist.selection.narrowing import narrow\n"
+        "from shortlist.selection._narrowing import narrow\n"
         "from shortlist.testing import StaticSelector\n"
-        "from shortlist.types import Candidate, Query\n"
+        "from shortlist._types import Candidate, Query\n"
         "turn = narrow(StaticSelector(['b']), Query('q', k=1), [Candidate('a'), Candidate('b')])\n"
         "assert turn.ids == ('b',) and not telemetry.enabled()\n"
         "print('ok')\n"

@@ -58,7 +58,8 @@ def server_args(git_repo: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 @starts_processes
 def source(server_args: dict[str, str]) -> Iterator[object]:
-    from shortlist.mcp import MCPToolSource, parse_server_arg
+    from shortlist.mcp import MCPToolSource
+    from shortlist.mcp._client import parse_server_arg
 
     with MCPToolSource([parse_server_arg(v) for v in server_args.values()]) as src:
         yield src

@@ -12,21 +12,15 @@ from typing import Any
 import pytest
 from mcp_helpers import child_pids
 
+from shortlist._events import Event, event_hooks
 from shortlist._install import pip_install
+from shortlist._types import Query
 from shortlist.errors import ConfigError, MissingDependencyError
-from shortlist.events import Event, event_hooks
-from shortlist.mcp import (
-    MCPClient,
-    MCPReconnected,
-    MCPServerError,
-    expand_tool_patterns,
-    mcp_policy,
-    parse_server_arg,
-    parse_tool_name,
-    select_mcp_tools,
-)
-from shortlist.selection import NarrowingPolicy, create_builtin_selector, narrow
-from shortlist.types import Query
+from shortlist.mcp import MCPClient, select_mcp_tools
+from shortlist.mcp._client import MCPReconnected, MCPServerError, parse_server_arg
+from shortlist.mcp._tools import expand_tool_patterns, mcp_policy, parse_tool_name
+from shortlist.rankers._registry import create_builtin_selector
+from shortlist.selection._narrowing import NarrowingPolicy, narrow
 
 pytestmark = pytest.mark.slow  # real MCP servers over stdio
 
@@ -126,7 +120,7 @@ def test_server_arguments_are_validated() -> None:
 
 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shortlist.mcp import require_mcp
+    from shortlist.mcp._client import require_mcp
 
     monkeypatch.setitem(sys.modules, "mcp", None)
     with pytest.raises(MissingDependencyError) as raised:

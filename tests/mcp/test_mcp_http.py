@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from loopback import free_port, wait_listening
-from shortlist.events import Event, event_hooks
-from shortlist.mcp import MCPClient, MCPReconnected, MCPServerSpec
+from shortlist._events import Event, event_hooks
+from shortlist.mcp import MCPClient, MCPServerSpec
+from shortlist.mcp._client import MCPReconnected
 
 pytestmark = pytest.mark.slow  # a real MCP server over HTTP
 

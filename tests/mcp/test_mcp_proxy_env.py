@@ -24,9 +24,9 @@ from typing import Any
 import anyio
 import pytest
 
+from shortlist._events import Event
 from shortlist.errors import ConfigError
-from shortlist.events import Event
-from shortlist.mcp import MCPEnvNotSet, grant_server_env, parse_server_arg
+from shortlist.mcp._client import MCPEnvNotSet, grant_server_env, parse_server_arg
 
 pytest.importorskip("mcp")
 

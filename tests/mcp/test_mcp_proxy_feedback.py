@@ -11,11 +11,12 @@ import pytest
 from mcp.client.stdio import stdio_client
 
 from mcp import ClientSession, StdioServerParameters
-from shortlist.events import Event, event_hooks
+from shortlist._events import Event, event_hooks
 from shortlist.feedback import FeedbackStore
-from shortlist.mcp import MCPClient, parse_server_arg
-from shortlist.mcp.proxy import MCPProxy
-from shortlist.selection import create_builtin_selector
+from shortlist.mcp import MCPClient
+from shortlist.mcp._client import parse_server_arg
+from shortlist.mcp._proxy import MCPProxy
+from shortlist.rankers._registry import create_builtin_selector
 
 pytestmark = pytest.mark.slow  # real MCP servers and the proxy
 

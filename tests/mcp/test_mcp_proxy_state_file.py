@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.events import Event, event_hooks
+from shortlist._events import Event, event_hooks
 from shortlist.mcp import MCPClient
-from shortlist.mcp.proxy import MAX_STATE_BYTES, MCPProxy, StateIgnored
+from shortlist.mcp._proxy import MAX_STATE_BYTES, MCPProxy, StateIgnored
 
 pytest.importorskip("mcp")
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.events import Event, event_hooks
-from shortlist.mcp import MCPToolRefused, mcp_tool_candidate, select_mcp_tools, valid_tool_name
+from shortlist._events import Event, event_hooks
+from shortlist._types import Query
+from shortlist.mcp import select_mcp_tools
+from shortlist.mcp._tools import MCPToolRefused, mcp_tool_candidate, valid_tool_name
 from shortlist.testing import StaticSelector
-from shortlist.types import Query
 
 SERVER = str(Path(__file__).with_name("bad_names_server.py"))
 

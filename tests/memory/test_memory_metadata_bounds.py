@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 
 from shortlist.errors import MemoryValueError
-from shortlist.memory import (
-    MAX_METADATA_BYTES,
-    MAX_METADATA_DEPTH,
-    InMemoryStore,
-    Memory,
-    MemoryStore,
-    MemoryTools,
-    SqliteMemoryStore,
-)
+from shortlist.memory import InMemoryStore, Memory, MemoryStore, MemoryTools, SqliteMemoryStore
+from shortlist.memory._record import MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 
 SCOPE = {"user_id": "u1"}
 

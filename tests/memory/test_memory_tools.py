@@ -6,15 +6,10 @@ import json
 
 import pytest
 
-from shortlist.events import Event, event_hooks
-from shortlist.memory import (
-    MEMORY_TOOL_NAMES,
-    InMemoryStore,
-    Memory,
-    MemoryToolCalled,
-    MemoryTools,
-    Provenance,
-)
+from shortlist._events import Event, event_hooks
+from shortlist.memory import InMemoryStore, Memory, MemoryTools
+from shortlist.memory._record import Provenance
+from shortlist.memory._tools import MEMORY_TOOL_NAMES, MemoryToolCalled
 
 SCOPE = {"user_id": "u1", "workspace_id": "w"}
 

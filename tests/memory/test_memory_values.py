@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from shortlist.memory import Memory, scope_key
+from shortlist.memory import Memory
+from shortlist.memory._record import scope_key
 
 A = {"user_id": "a"}
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from shortlist.embeddings.base import Embedder
+from shortlist.embeddings._base import Embedder
 from shortlist.memory import Memory
-from shortlist.memory.postgres import PostgresMemoryStore
+from shortlist.memory._postgres import PostgresMemoryStore
 
 A = {"user_id": "a"}
 B = {"user_id": "b"}
@@ -23,7 +23,7 @@ B = {"user_id": "b"}
 
 @pytest.fixture(scope="module")
 def minilm() -> Embedder:
-    from shortlist.embeddings.default import default_embedder
+    from shortlist.embeddings._default import default_embedder
 
     try:
         emb = default_embedder()

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import shortlist.memory.sqlite as sqlite_store
+import shortlist.memory._sqlite as sqlite_store
 from shortlist.errors import ConfigError
-from shortlist.memory.record import Memory
-from shortlist.memory.sqlite import SqliteMemoryStore
+from shortlist.memory._record import Memory
+from shortlist.memory._sqlite import SqliteMemoryStore
 
 SCOPE = {"user_id": "u"}
 
@@ -105,7 +105,7 @@ def test_a_failing_rollback_never_hides_the_error_that_caused_it(tmp_path: Path)
 
 def test_a_damaged_feedback_database_is_refused_at_open(tmp_path: Path) -> None:
     from shortlist.errors import CatalogError
-    from shortlist.feedback.store import FeedbackStore
+    from shortlist.feedback._store import FeedbackStore
 
     path = tmp_path / "feedback.db"
     store = FeedbackStore(path)

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shortlist._types import Candidate, Query
 from shortlist.cli import main
 from shortlist.errors import ConfigError
-from shortlist.rankers.adapter import QueryAdapter, train_adapter
-from shortlist.rankers.hybrid import HybridRanker
+from shortlist.rankers._adapter import QueryAdapter, train_adapter
+from shortlist.rankers._hybrid import HybridRanker
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),

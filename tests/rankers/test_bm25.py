@@ -8,11 +8,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from shortlist._types import Candidate, Query
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.rankers._registry import create_builtin_selector
 from shortlist.rankers._text import Analyzer, candidate_fields, parameter_text, split_words
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.selection.narrowing import NarrowingPolicy, narrow
-from shortlist.selection.registry import create_builtin_selector
-from shortlist.types import Candidate, Query
+from shortlist.selection._narrowing import NarrowingPolicy, narrow
 
 CATALOG = (
     Candidate("get_weather", description="Get the current weather forecast for a city"),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.rankers.calibration import CurvePoint, abstention_curve, auroc, pick_threshold
-from shortlist.rankers.embedding import EmbeddingRanker
+from shortlist._types import Candidate
+from shortlist.rankers._calibration import CurvePoint, abstention_curve, auroc, pick_threshold
+from shortlist.rankers._embedding import EmbeddingRanker
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate
 
 CATALOG = [
     Candidate("weather", "weather", "weather forecast rain"),

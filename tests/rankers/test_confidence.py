@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shortlist.builtins import validate_options
+from shortlist._builtins import validate_options
+from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.rankers.confidence import DEFAULT_TAU, NO_TOOL_ANCHORS, AnchorConfidence, log_sum_exp
-from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import HybridRanker
-from shortlist.selection.registry import create_builtin_selector
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.rankers._confidence import DEFAULT_TAU, NO_TOOL_ANCHORS, AnchorConfidence, log_sum_exp
+from shortlist.rankers._embedding import EmbeddingRanker
+from shortlist.rankers._hybrid import HybridRanker
+from shortlist.rankers._registry import create_builtin_selector
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shortlist.rankers.bm25 import FUSED_EXAMPLES_WEIGHT
-from shortlist.rankers.embedding import DEFAULT_EXAMPLE_TAU, DEFAULT_EXAMPLE_WEIGHT, EmbeddingRanker
-from shortlist.rankers.hybrid import HybridRanker
+from shortlist._types import Candidate, Query
+from shortlist.rankers._bm25 import FUSED_EXAMPLES_WEIGHT
+from shortlist.rankers._embedding import DEFAULT_EXAMPLE_TAU, DEFAULT_EXAMPLE_WEIGHT, EmbeddingRanker
+from shortlist.rankers._hybrid import HybridRanker
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),

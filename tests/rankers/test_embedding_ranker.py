@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from shortlist.embeddings.base import Embedder, FunctionEmbedder, Vectors
+from shortlist._types import Candidate, Query
+from shortlist.embeddings._base import Embedder, FunctionEmbedder, Vectors
 from shortlist.errors import EmbeddingError
-from shortlist.rankers.base import Abstention
-from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.selection.base import SelectorContext
+from shortlist.rankers._base import Abstention
+from shortlist.rankers._embedding import EmbeddingRanker
+from shortlist.selection._base import SelectorContext
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),
@@ -88,7 +88,7 @@ def test_init_provider_overrides_the_constructor() -> None:
 def test_init_without_any_provider_uses_the_default_model() -> None:
     ranker = EmbeddingRanker()
     ranker.init(SelectorContext())
-    from shortlist.embeddings.default import DefaultEmbedder
+    from shortlist.embeddings._default import DefaultEmbedder
 
     assert isinstance(ranker.embedder, DefaultEmbedder)
 

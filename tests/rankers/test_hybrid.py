@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shortlist.rankers.base import Abstention
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.rankers.embedding import EmbeddingRanker
-from shortlist.rankers.hybrid import (
+from shortlist._types import Candidate, Query
+from shortlist.rankers._base import Abstention
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.rankers._embedding import EmbeddingRanker
+from shortlist.rankers._hybrid import (
     DEFAULT_QUERY_PREFIX,
     USER_QUERY_PREFIX,
     HybridRanker,
@@ -18,11 +19,10 @@ from shortlist.rankers.hybrid import (
     score_fuse,
     zscore_fuse,
 )
-from shortlist.selection.base import SelectorContext
-from shortlist.selection.query import split_intents
-from shortlist.selection.registry import create_builtin_selector
+from shortlist.rankers._registry import create_builtin_selector
+from shortlist.selection._base import SelectorContext
+from shortlist.selection._query import split_intents
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),
@@ -162,7 +162,7 @@ def test_decompose_modes_choose_where_a_query_is_cut() -> None:
 def test_decompose_option_is_validated_in_config_and_constructor() -> None:
     from pydantic import ValidationError
 
-    from shortlist.builtins import validate_options
+    from shortlist._builtins import validate_options
 
     validate_options("hybrid", {"decompose": "joints"})
     validate_options("hybrid", {"decompose": True})
@@ -196,7 +196,7 @@ def test_selection_covers_every_intent() -> None:
 
 def test_lexical_evidence_breaks_a_dense_tie() -> None:
     # A constant embedder makes every cosine equal: the ranking must come from BM25 alone.
-    from shortlist.embeddings.base import FunctionEmbedder
+    from shortlist.embeddings._base import FunctionEmbedder
 
     flat = FunctionEmbedder(lambda texts: np.ones((len(texts), 4)))
     sel = HybridRanker(embedder=flat).select(Query("stock price for a ticker", k=2), CATALOG)

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from shortlist._events import Event, event_hooks
+from shortlist._model_guard import model_requests_blocked
+from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorError
-from shortlist.events import Event, event_hooks
-from shortlist.rankers.llm_judge import LlmJudgeRanker, LlmRejectedIds, build_prompt, parse_choices
-from shortlist.selection.base import SelectorContext
-from shortlist.testing import (
-    HashEmbedder,
-    ScriptedModel,
-    allow_model_requests,
-    block_model_requests,
-    model_requests_blocked,
-)
-from shortlist.types import Candidate, Query
+from shortlist.rankers._llm_judge import LlmJudgeRanker, LlmRejectedIds, build_prompt, parse_choices
+from shortlist.selection._base import SelectorContext
+from shortlist.testing import HashEmbedder, ScriptedModel, allow_model_requests, block_model_requests
 
 CATALOG = [
     Candidate("weather", "get_weather", "current weather and forecast for a city"),

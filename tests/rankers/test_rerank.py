@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from loopback import http_thread
-from shortlist.events import Event, event_hooks
-from shortlist.rankers.bm25 import Bm25Ranker
-from shortlist.rankers.rerank import RerankFallback, RerankRanker, parse_rerank_response
-from shortlist.selection.base import SelectorContext
+from shortlist._events import Event, event_hooks
+from shortlist._types import Candidate, Query
+from shortlist.rankers._bm25 import Bm25Ranker
+from shortlist.rankers._rerank import RerankFallback, RerankRanker, parse_rerank_response
+from shortlist.selection._base import SelectorContext
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("refund", "refund_order", "refund an order and return the money"),

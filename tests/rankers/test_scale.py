@@ -8,9 +8,10 @@ import logging
 import numpy as np
 import pytest
 
-from shortlist.events import event_hooks
-from shortlist.rankers.hybrid import HybridRanker
-from shortlist.rankers.scale import (
+from shortlist._events import event_hooks
+from shortlist._types import Candidate, Query, candidate_group
+from shortlist.rankers._hybrid import HybridRanker
+from shortlist.rankers._scale import (
     GroupLayout,
     NameIndex,
     demote_duplicates,
@@ -23,9 +24,8 @@ from shortlist.rankers.scale import (
     spellings,
     variants,
 )
-from shortlist.selection.query import without_quoted
+from shortlist.selection._query import without_quoted
 from shortlist.testing import HashEmbedder
-from shortlist.types import Candidate, Query, candidate_group
 
 FS = [
     Candidate("cat", "cat", "Display the contents of a file of any extension from the current directory."),
@@ -376,7 +376,7 @@ def test_structure_is_cached_per_catalog_and_rebuilt_for_a_new_embedder() -> Non
     calls = embedder.calls
     ranker.score(Query("files"), catalog)
     assert embedder.calls == calls + 1  # the query only; names are not embedded again
-    from shortlist.selection.base import SelectorContext
+    from shortlist.selection._base import SelectorContext
 
     other = HashEmbedder(dim=64)
     ranker.init(SelectorContext(embeddings=other))

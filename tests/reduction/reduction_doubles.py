@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from shortlist.reduction import ContextFragment, ModelRequest
+from shortlist.reduction import ContextFragment
+from shortlist.reduction._contract import ModelRequest
 
 
 class WordCounter:

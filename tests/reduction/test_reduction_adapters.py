@@ -10,18 +10,20 @@ import pytest
 from reduction_doubles import ScriptedModel, WordCounter
 
 from shortlist.reduction import (
-    SUMMARY_PREFIX,
-    MessageFormatError,
     ReductionStage,
     anthropic_from_fragments,
     anthropic_to_fragments,
-    check_anthropic_tool_pairs,
-    check_openai_tool_pairs,
     create_context_compressor,
     newest_first_selector,
     openai_from_fragments,
     openai_to_fragments,
     relevance_selector,
+)
+from shortlist.reduction._adapters import (
+    SUMMARY_PREFIX,
+    MessageFormatError,
+    check_anthropic_tool_pairs,
+    check_openai_tool_pairs,
 )
 
 

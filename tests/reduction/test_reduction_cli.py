@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import inprocess
-from shortlist.reduction import check_openai_tool_pairs
+from shortlist.reduction._adapters import check_openai_tool_pairs
 
 pytestmark = pytest.mark.usefixtures("cli_mode")  # in-process, and as a real subprocess (slow)
 

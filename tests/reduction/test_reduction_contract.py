@@ -7,18 +7,16 @@ import threading
 import pytest
 from reduction_doubles import WordCounter
 
-import shortlist.reduction as reduction
 from shortlist.errors import ConfigError
-from shortlist.reduction import (
+from shortlist.reduction import ContextSelector, ReductionStage
+from shortlist.reduction._contract import (
     CancellationToken,
     ContextSelectionCall,
-    ContextSelector,
     Diagnostics,
     ExecutionContext,
     ReductionCancelled,
-    ReductionSkipped,
-    ReductionStage,
 )
+from shortlist.reduction._events import ReductionSkipped
 
 SEED_CALL_FIELDS = {
     "stage_id",
@@ -36,26 +34,6 @@ SEED_CALL_FIELDS = {
 def test_selection_call_has_exactly_the_seed_fields() -> None:
     public = {name for name in dir(ContextSelectionCall) if not name.startswith("_")}
     assert public == SEED_CALL_FIELDS
-
-
-def test_public_names_are_exported() -> None:
-    # the order (isort-style: constants, classes, functions) is enforced by ruff RUF022
-    assert len(set(reduction.__all__)) == len(reduction.__all__)
-    public = {n for n in vars(reduction) if not n.startswith("_") and n != "annotations"}
-    assert public - {
-        "adapters",
-        "compressor",
-        "contract",
-        "events",
-        "facts",
-        "fragments",
-        "local",
-        "model_selector",
-        "result",
-        "stage",
-    } == set(reduction.__all__)
-    for name in reduction.__all__:
-        assert getattr(reduction, name) is not None
 
 
 def test_cancellation_token() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.reduction.facts import FACTS_HEADER, FactSheet, extract_facts
+from shortlist.reduction._facts import FACTS_HEADER, FactSheet, extract_facts
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shortlist.errors import ConfigError
-from shortlist.reduction import ContextFragment, group_steps, truncate_middle
-from shortlist.reduction.fragments import make_excerpt
+from shortlist.reduction import ContextFragment
+from shortlist.reduction._fragments import group_steps, make_excerpt, truncate_middle
 
 
 def test_fragment_validation() -> None:

@@ -11,17 +11,10 @@ import pytest
 import Stemmer
 from reduction_doubles import WordCounter
 
-from shortlist.reduction import (
-    Bm25Scorer,
-    ContextFragment,
-    ContextSelectionCall,
-    ContextSelectionCandidate,
-    ExecutionContext,
-    ReductionStage,
-    newest_first_selector,
-    ranker_scorer,
-    relevance_selector,
-)
+from shortlist.reduction import ContextFragment, ReductionStage, newest_first_selector, relevance_selector
+from shortlist.reduction._contract import ContextSelectionCall, ExecutionContext
+from shortlist.reduction._fragments import ContextSelectionCandidate
+from shortlist.reduction._local import Bm25Scorer, ranker_scorer
 
 
 def make_call(texts: list[str], keep_words: int) -> ContextSelectionCall:
@@ -130,7 +123,7 @@ def test_bm25_edge_cases() -> None:
 
 
 async def test_a_ranker_from_the_rankers_package_can_score_steps() -> None:
-    from shortlist.rankers import bm25
+    from shortlist.rankers import _bm25 as bm25
 
     texts = ["the kafka consumer lives in ingest/consumer.py", "weather report sunny", "unit tests green"]
     selector = relevance_selector(query="where is the kafka consumer", scorer=ranker_scorer(bm25.Bm25Ranker()))

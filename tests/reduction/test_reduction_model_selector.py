@@ -6,14 +6,9 @@ import pytest
 from reduction_doubles import ScriptedModel, WordCounter, agent_conversation
 
 from shortlist.errors import ConfigError, SelectorProtocolError
-from shortlist.reduction import (
-    ReductionApplied,
-    ReductionSelectionRejected,
-    ReductionStage,
-    create_context_compressor,
-    create_context_selector,
-    parse_step_ids,
-)
+from shortlist.reduction import ReductionStage, create_context_compressor
+from shortlist.reduction._events import ReductionApplied, ReductionSelectionRejected
+from shortlist.reduction._model_selector import create_context_selector, parse_step_ids
 
 
 def test_parse_step_ids_accepts_both_spellings_and_dedupes() -> None:

@@ -9,28 +9,32 @@ import threading
 import pytest
 from reduction_doubles import ScriptedModel, WordCounter, agent_conversation, words
 
+from shortlist._events import Event, event_hooks
 from shortlist.errors import ConfigError, ContextBudgetError
-from shortlist.events import Event, event_hooks
 from shortlist.reduction import (
+    ContextFragment,
+    ContextSelector,
+    ReductionStage,
+    create_context_compressor,
+    newest_first_selector,
+)
+from shortlist.reduction._contract import (
     CallBudgetExhausted,
     CancellationToken,
-    ContextFragment,
     ContextSelectionCall,
-    ContextSelector,
     Diagnostics,
     ExecutionContext,
+    ReductionCancelled,
+)
+from shortlist.reduction._events import (
     ReductionApplied,
     ReductionBudgetExceeded,
-    ReductionCancelled,
     ReductionCompressionDiscarded,
     ReductionModelCall,
     ReductionSelectionRejected,
     ReductionSkipped,
-    ReductionStage,
-    create_context_compressor,
-    create_context_selector,
-    newest_first_selector,
 )
+from shortlist.reduction._model_selector import create_context_selector
 
 
 def recording_selector(answer: list[str] | None = None, *, max_calls: int = 0) -> tuple[ContextSelector, list]:

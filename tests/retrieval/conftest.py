@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.embeddings.base import Embedder
+from shortlist.embeddings._base import Embedder
 from shortlist.retrieval import Document
 
 HELP_CENTER = [
@@ -55,7 +55,7 @@ HELP_CENTER = [
 @pytest.fixture(scope="session")
 def minilm() -> Embedder:
     """The offline default embedder (all-MiniLM-L6-v2, int8 ONNX)."""
-    from shortlist.embeddings.default import default_embedder
+    from shortlist.embeddings._default import default_embedder
 
     return default_embedder()
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shortlist.embeddings.base import Embedder
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings._base import Embedder
 from shortlist.errors import ConfigError
-from shortlist.events import Event, event_hooks
-from shortlist.retrieval import Chunker, CorpusRetriever, Document, GroundingRetrieved, Relevance
+from shortlist.retrieval import CorpusRetriever, Document
+from shortlist.retrieval._corpus import GroundingRetrieved, Relevance
+from shortlist.retrieval._document import Chunker
 
 OFF_TOPIC = [
     "What is the meaning of the last stanza of Keats's Ode to a Nightingale?",

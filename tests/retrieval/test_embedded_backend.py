@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist.embeddings.base import Embedder, Vectors
+from shortlist.embeddings._base import Embedder, Vectors
 from shortlist.errors import CatalogError, ConfigError
 from shortlist.retrieval import Document, EmbeddedBackend
 from shortlist.retrieval._hash_embedder import HashingEmbedder
@@ -124,7 +124,7 @@ def test_a_build_killed_midway_leaves_the_previous_index(tmp_path: Path) -> None
         """
         import sys
         import numpy as np
-        from shortlist.embeddings.base import FunctionEmbedder
+        from shortlist.embeddings._base import FunctionEmbedder
         from shortlist.retrieval import Document, EmbeddedBackend
         rng = np.random.default_rng(0)
         emb = FunctionEmbedder(lambda texts: rng.normal(size=(len(texts), 384)), model_name="hashing-384")

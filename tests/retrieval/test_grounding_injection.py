@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from shortlist.embeddings.base import Embedder
-from shortlist.events import Event, event_hooks
-from shortlist.memory import ConsentCategory, InMemoryStore, Memory, MemoryStore
-from shortlist.retrieval import CorpusRetriever, Document, RetrievalFailed, format_context, render_system_prompt
+from shortlist._events import Event, event_hooks
+from shortlist.embeddings._base import Embedder
+from shortlist.memory import InMemoryStore, Memory, MemoryStore
+from shortlist.memory._record import ConsentCategory
+from shortlist.retrieval import CorpusRetriever, Document, render_system_prompt
+from shortlist.retrieval._inject import RetrievalFailed, format_context
 
 SCOPE = {"user_id": "u1"}
 TEMPLATE = "You are a support agent.\n\n{{memory_context}}\n\n{{grounding}}\n\nAnswer briefly."

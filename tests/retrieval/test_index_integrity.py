@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from inprocess import run_cli
+from shortlist._events import Event, event_hooks
 from shortlist.errors import CatalogError
-from shortlist.events import Event, event_hooks
 from shortlist.retrieval import CorpusRetriever, Document, EmbeddedBackend
+from shortlist.retrieval._backends.embedded import IndexIntegrityError, IndexUnverified, verify_index
 from shortlist.retrieval._hash_embedder import HashingEmbedder
-from shortlist.retrieval.backends.embedded import IndexIntegrityError, IndexUnverified, verify_index
 
 
 def _build(root: Path, docs: list[Document]) -> Path:

@@ -22,13 +22,13 @@ pytest.importorskip("psycopg")
 
 import psycopg
 
-from shortlist.embeddings.hashing import HashingEmbedder
+from shortlist.embeddings._hashing import HashingEmbedder
 from shortlist.errors import ConfigError
 from shortlist.retrieval import Document, EmbeddedBackend
-from shortlist.retrieval.backends._pg_graph import hnsw_order
-from shortlist.retrieval.backends.base import Hit
-from shortlist.retrieval.backends.opening import open_index
-from shortlist.retrieval.backends.postgres import SCHEMA_VERSION, PostgresBackend
+from shortlist.retrieval._backends._pg_graph import hnsw_order
+from shortlist.retrieval._backends.base import Hit
+from shortlist.retrieval._backends.opening import open_index
+from shortlist.retrieval._backends.postgres import SCHEMA_VERSION, PostgresBackend
 from shortlist.testing import HashEmbedder
 
 # 600 made-up words with Zipf-like weights: a vocabulary large enough that two passages rarely tie exactly
@@ -355,8 +355,8 @@ def test_the_url_sets_ef_search_and_bad_values_are_refused(pgvector_dsn: str) ->
 
 def test_the_service_opens_a_corpus_index_url(pgvector_dsn: str) -> None:
     pytest.importorskip("fastapi")
-    from shortlist.server.settings import ServerSettings
-    from shortlist.server.state import _corpus_retriever
+    from shortlist.server._settings import ServerSettings
+    from shortlist.server._state import _corpus_retriever
 
     built = PostgresBackend(pgvector_dsn, corpus="svc", embedder=HashingEmbedder(64))
     built.upsert(DOCS[:20])

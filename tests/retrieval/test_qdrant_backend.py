@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.embeddings.base import Embedder
+from shortlist.embeddings._base import Embedder
 from shortlist.errors import ConfigError
 from shortlist.retrieval import CorpusRetriever, Document, EmbeddedBackend
 from shortlist.retrieval._hash_embedder import HashingEmbedder
 
-qdrant = pytest.importorskip("shortlist.retrieval.backends.qdrant", reason="needs the qdrant extra")
+qdrant = pytest.importorskip("shortlist.retrieval._backends.qdrant", reason="needs the qdrant extra")
 QdrantBackend = qdrant.QdrantBackend
 
 QUERIES = [

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
+from shortlist._tokens import TiktokenCounter
 from shortlist.memory import InMemoryStore, Memory
-from shortlist.retrieval import format_context
-from shortlist.retrieval.inject import GroundingResult, render_grounding
+from shortlist.retrieval._inject import GroundingResult, format_context, render_grounding
 from shortlist.runtime import Conversation, Pack
-from shortlist.tokens import TiktokenCounter
 
 SCOPE = {"user_id": "u1"}
 COUNT = TiktokenCounter("o200k_base").count

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from shortlist.runtime import Conversation, Pack
-from shortlist.selection import FunctionSelector
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.narrowing import NarrowingPolicy, PinPolicy, expand_tool_patterns, live_tool_policy
+from shortlist.selection._base import FunctionSelector
+from shortlist.selection._facade import Shortlist
+from shortlist.selection._narrowing import NarrowingPolicy, PinPolicy, expand_tool_patterns, live_tool_policy
 
 
 def test_live_tool_policy_unpins_mcp_and_keeps_wildcards() -> None:

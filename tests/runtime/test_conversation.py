@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from shortlist._types import Candidate, Query
 from shortlist.memory import InMemoryStore
 from shortlist.runtime import Conversation, OpenAIChatModel, Pack, Tool
-from shortlist.selection import FunctionSelector
+from shortlist.selection._base import FunctionSelector
 from shortlist.testing import FailingSelector, StaticSelector
-from shortlist.types import Candidate, Query
 
 
 def get_weather(city: str) -> dict[str, str]:

@@ -185,7 +185,7 @@ def test_skills_index_listed_once_in_the_history_keeps_the_tools_array(tmp_path:
 
 
 def test_mcp_servers_start_once_across_send_turns(monkeypatch: pytest.MonkeyPatch) -> None:
-    from shortlist.mcp.client import MCPClient
+    from shortlist.mcp._client import MCPClient
 
     starts: list[int] = []
     real_start = MCPClient.start

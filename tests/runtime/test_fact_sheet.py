@@ -11,9 +11,9 @@ import asyncio
 import json
 from typing import Any
 
-from shortlist.reduction.facts import FACTS_HEADER
+from shortlist.reduction._facts import FACTS_HEADER
 from shortlist.runtime import Conversation, Pack, Tool
-from shortlist.runtime.context import HistoryWindow
+from shortlist.runtime._context import HistoryWindow
 
 FILLER = "the plan balanced cost speed and risk while every milestone moved on schedule " * 10
 
@@ -139,7 +139,7 @@ def _user_heavy(keep_facts: bool) -> HistoryWindow:
 
 
 def test_the_users_messages_keep_their_place_only_up_to_their_share_with_a_sheet() -> None:
-    from shortlist.runtime.context import USER_SHARE
+    from shortlist.runtime._context import USER_SHARE
 
     users = [m for m in _user_heavy(True).messages if m["role"] == "user"]
     assert len(users) == 13

@@ -26,7 +26,7 @@ from model_servers import (
 from loopback import starts_processes
 from shortlist.errors import ConfigError, ModelError, ModelRequestBlocked
 from shortlist.runtime import Conversation, Pack, Tool
-from shortlist.runtime.model import (
+from shortlist.runtime._model import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_TOOL_CALLS,
     AnthropicMessagesModel,

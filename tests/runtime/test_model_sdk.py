@@ -38,9 +38,9 @@ from sdk_shapes import check
 from loopback import starts_processes
 from shortlist.errors import ModelError
 from shortlist.runtime import Conversation, Pack, Tool
-from shortlist.runtime.formats import FIND_TOOLS, ToolDef, build_request, parse_response, search_result_content
-from shortlist.runtime.model import AnthropicMessagesModel, OpenAIChatModel, OpenAIResponsesModel
-from shortlist.runtime.responses import from_responses_answer, to_responses_request
+from shortlist.runtime._formats import FIND_TOOLS, ToolDef, build_request, parse_response, search_result_content
+from shortlist.runtime._model import AnthropicMessagesModel, OpenAIChatModel, OpenAIResponsesModel
+from shortlist.runtime._responses import from_responses_answer, to_responses_request
 
 KEY = "sk-loopback-test"
 WEATHER = ToolDef("get_weather", "Get the weather.", {"type": "object", "properties": {"city": {"type": "string"}}})

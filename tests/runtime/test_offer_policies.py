@@ -23,7 +23,7 @@ from sdk_shapes import check
 from shortlist.errors import ConfigError
 from shortlist.feedback import FeedbackStore
 from shortlist.runtime import ChatModel, Conversation, OpenAIChatModel, Pack, Tool
-from shortlist.selection import FunctionSelector
+from shortlist.selection._base import FunctionSelector
 
 
 def get_weather(city: str) -> dict[str, str]:

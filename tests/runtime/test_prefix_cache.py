@@ -21,8 +21,8 @@ from shortlist.errors import ConfigError
 from shortlist.memory import InMemoryStore, Memory
 from shortlist.retrieval import CorpusRetriever, Document
 from shortlist.runtime import Conversation, Pack, Tool
-from shortlist.runtime.context import CLEARED_TOOL_RESULT, HistoryWindow, InjectedContext, PrefixTracker
-from shortlist.selection import FunctionSelector
+from shortlist.runtime._context import CLEARED_TOOL_RESULT, HistoryWindow, InjectedContext, PrefixTracker
+from shortlist.selection._base import FunctionSelector
 
 DOCS = [
     ("refunds", "Refund policy", "Refunds are issued within 14 days of purchase.", "refunds issued days purchase"),

@@ -19,8 +19,8 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from sdk_shapes import ShapeError, check
 
-from shortlist.runtime.formats import EPHEMERAL, FIND_TOOLS, MAX_CACHE_BREAKPOINTS, ToolDef, build_request
-from shortlist.runtime.formats import search_result_content as result_content
+from shortlist.runtime._formats import EPHEMERAL, FIND_TOOLS, MAX_CACHE_BREAKPOINTS, ToolDef, build_request
+from shortlist.runtime._formats import search_result_content as result_content
 
 WEATHER = ToolDef("get_weather", "Get the weather.", {"type": "object", "properties": {"city": {"type": "string"}}})
 EMAIL = ToolDef("send_email", "Send an email.", {"type": "object", "properties": {"to": {"type": "string"}}})

@@ -25,13 +25,13 @@ from openai.types.responses import Response
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from sdk_shapes import ShapeError, check
 
+from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError, ModelError
-from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call
+from shortlist.offer._bridge import CALL_TOOL_NAME, check_bridge_call
 from shortlist.runtime import Conversation, Pack, Tool
-from shortlist.runtime.formats import TOOL_ADDITION_BETA
-from shortlist.runtime.model import AnthropicMessagesModel, OpenAIChatModel, OpenAIResponsesModel
-from shortlist.selection import FunctionSelector
-from shortlist.types import Candidate, Query
+from shortlist.runtime._formats import TOOL_ADDITION_BETA
+from shortlist.runtime._model import AnthropicMessagesModel, OpenAIChatModel, OpenAIResponsesModel
+from shortlist.selection._base import FunctionSelector
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from shortlist.selection import FunctionSelector
-from shortlist.selection.facade import Shortlist
-from shortlist.skills import skill_activate_description
-from shortlist.types import Candidate, Query
+from shortlist._types import Candidate, Query
+from shortlist.selection._base import FunctionSelector
+from shortlist.selection._facade import Shortlist
+from shortlist.skills._index import skill_activate_description
 
 SKILLS = [
     Candidate("pdf", description="Read and fill PDF forms"),

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
-from shortlist.feedback.store import FeedbackStore
-from shortlist.rankers.base import Ranker, Scores
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.narrowing import NarrowingPolicy
+from shortlist.feedback._store import FeedbackStore
+from shortlist.rankers._base import Ranker, Scores
+from shortlist.selection._facade import Shortlist
+from shortlist.selection._narrowing import NarrowingPolicy
 from shortlist.testing import SlowSelector
-from shortlist.types import Candidate, Query
 
 CATALOG = [
     Candidate("get_weather", "get_weather", "Get the weather forecast for a city."),
@@ -138,7 +138,7 @@ def test_a_missing_feedback_log_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_config_cache_section_sets_the_process_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shortlist.embeddings.cache as cache
+    import shortlist.embeddings._cache as cache
 
     monkeypatch.setattr(cache, "_configured_dir", None)
     monkeypatch.setattr(cache, "_configured_max_mb", None)
@@ -154,8 +154,8 @@ def test_config_cache_section_sets_the_process_cache(tmp_path: Path, monkeypatch
 
 def test_the_service_takes_its_examples_from_the_settings(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
-    from shortlist.server.settings import ServerSettings
-    from shortlist.server.state import ServiceState
+    from shortlist.server._settings import ServerSettings
+    from shortlist.server._state import ServiceState
 
     db = tmp_path / "feedback.db"
     with FeedbackStore(db) as store:
@@ -164,7 +164,7 @@ def test_the_service_takes_its_examples_from_the_settings(tmp_path: Path) -> Non
     try:
         enriched = state.shortlist.enrich(CATALOG, kind="tool")
         assert next(c for c in enriched if c.id == "get_weather").examples == ("is it going to rain",)
-        from shortlist.server.settings import ENV_SETTINGS
+        from shortlist.server._settings import ENV_SETTINGS
 
         travelled = ServerSettings.from_env({ENV_SETTINGS: ServerSettings(examples_path=str(db)).to_env()})
         assert travelled.examples_path == str(db)  # to the workers of `serve --workers N`

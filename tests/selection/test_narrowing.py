@@ -9,11 +9,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from shortlist.events import Event, SelectionFallback, SelectorRejectedIds, event_hooks
-from shortlist.selection import FunctionSelector, NarrowingPolicy, PinPolicy, Selector, anarrow, narrow
-from shortlist.selection.query import last_user_text
+from shortlist._events import Event, SelectionFallback, SelectorRejectedIds, event_hooks
+from shortlist._types import Candidate, Query, Selection
+from shortlist.selection._base import FunctionSelector, Selector
+from shortlist.selection._narrowing import NarrowingPolicy, PinPolicy, anarrow, narrow
+from shortlist.selection._query import last_user_text
 from shortlist.testing import FailingSelector
-from shortlist.types import Candidate, Query, Selection
 
 ABC = [Candidate("alpha", description="a"), Candidate("beta", description="b"), Candidate("gamma", description="c")]
 
@@ -302,7 +303,7 @@ def test_event_to_dict_is_every_field_but_the_level() -> None:
     import pkgutil
 
     import shortlist
-    from shortlist.events import Event
+    from shortlist._events import Event
 
     for info in pkgutil.walk_packages(shortlist.__path__, "shortlist."):
         if not info.name.endswith("__main__"):

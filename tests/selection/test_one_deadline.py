@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shortlist._events import Event, SelectionFallback
+from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorTimeout
-from shortlist.events import Event, SelectionFallback
-from shortlist.exec.server import serve_once
-from shortlist.rankers.base import WARM_UP_QUERY, Ranker, Scores
-from shortlist.selection.narrowing import NarrowingPolicy, anarrow, narrow
-from shortlist.selection.wrappers import TimeoutSelector, with_deadline
+from shortlist.exec._server import serve_once
+from shortlist.rankers._base import WARM_UP_QUERY, Ranker, Scores
+from shortlist.rankers._wrappers import TimeoutSelector, with_deadline
+from shortlist.selection._narrowing import NarrowingPolicy, anarrow, narrow
 from shortlist.testing import SlowSelector
-from shortlist.types import Candidate, Query
 
 CATALOG = (
     Candidate("get_weather", "get_weather", "Get the weather forecast for a city."),
@@ -140,7 +140,7 @@ def client(tmp_path: Path) -> Iterator[tuple[object, ColdRanker]]:
     from fastapi.testclient import TestClient
 
     from shortlist.server import ServerSettings, create_app
-    from shortlist.server.state import ServiceState
+    from shortlist.server._state import ServiceState
 
     config = tmp_path / "runtime.yaml"
     config.write_text("spec:\n  selection:\n    timeout_ms: 300\n")

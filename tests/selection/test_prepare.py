@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from shortlist._records import EvalQuery
-from shortlist.eval.datasets import Dataset
-from shortlist.eval.runner import run_eval
-from shortlist.rankers.base import WARM_UP_CANDIDATES, WARM_UP_QUERY, Ranker, Scores
-from shortlist.selection.base import FunctionSelector, Selector
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.registry import SelectorRegistry
-from shortlist.selection.wrappers import BreakerSelector, FallbackSelector, TimeoutSelector
-from shortlist.types import Candidate, Query, Selection
+from shortlist._types import Candidate, Query, Selection
+from shortlist.eval._datasets import Dataset
+from shortlist.eval._runner import run_eval
+from shortlist.rankers._base import WARM_UP_CANDIDATES, WARM_UP_QUERY, Ranker, Scores
+from shortlist.rankers._registry import SelectorRegistry
+from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector
+from shortlist.selection._base import FunctionSelector, Selector
+from shortlist.selection._facade import Shortlist
 
 CATALOG = (
     Candidate("get_weather", "get_weather", "Get the weather forecast for a city."),
@@ -84,8 +84,8 @@ def test_the_facade_warms_through_prepare() -> None:
 
 def test_the_service_prepares_its_bound_selector_for_each_catalog_or_none() -> None:
     pytest.importorskip("fastapi")
-    from shortlist.server.settings import ServerSettings
-    from shortlist.server.state import ServiceState
+    from shortlist.server._settings import ServerSettings
+    from shortlist.server._state import ServiceState
 
     state = ServiceState(ServerSettings(selector="recording"))
     ranker = Recording()
@@ -99,7 +99,7 @@ def test_the_service_prepares_its_bound_selector_for_each_catalog_or_none() -> N
 
 
 def test_the_exec_daemon_prepares_its_default_selector() -> None:
-    from shortlist.exec.daemon import ExecDaemon
+    from shortlist.exec._daemon import ExecDaemon
 
     ranker = Recording()
     registry = SelectorRegistry(selectors={"recording": ranker})
@@ -131,7 +131,7 @@ class Counting(Selector):
 
 
 def test_the_daemon_does_not_rank_for_a_selector_that_has_nothing_to_prepare() -> None:
-    from shortlist.exec.daemon import ExecDaemon
+    from shortlist.exec._daemon import ExecDaemon
 
     counting = Counting()
     registry = SelectorRegistry(selectors={"counting": counting})

@@ -8,10 +8,11 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from shortlist.events import Event
-from shortlist.selection import FunctionSelector, NarrowingPolicy, anarrow, narrow
-from shortlist.selection.isolation import THREADS_PER_SELECTOR, SelectorSaturated
-from shortlist.types import Candidate, Query
+from shortlist._events import Event
+from shortlist._types import Candidate, Query
+from shortlist.rankers._isolation import THREADS_PER_SELECTOR, SelectorSaturated
+from shortlist.selection._base import FunctionSelector
+from shortlist.selection._narrowing import NarrowingPolicy, anarrow, narrow
 
 CANDS = (Candidate("a", description="alpha"), Candidate("b", description="beta"))
 POLICY = NarrowingPolicy(timeout_s=0.05)

@@ -9,25 +9,16 @@ from typing import Any
 
 import pytest
 
+from shortlist._events import Event
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError
-from shortlist.events import Event
-from shortlist.offer import (
-    MAX_STATE_COUNT,
-    SEARCH_TOOL_NAME,
-    OfferChanged,
-    OfferState,
-    Prices,
-    ToolSearched,
-    ToolSession,
-    decide_offer,
-    search_tools,
-)
-from shortlist.selection import FunctionSelector
-from shortlist.selection.base import Selector
-from shortlist.selection.cousage import CoUsage
-from shortlist.selection.facade import Shortlist
+from shortlist.offer import OfferState, Prices, ToolSession, decide_offer, search_tools
+from shortlist.offer._search import SEARCH_TOOL_NAME, ToolSearched
+from shortlist.offer._state import MAX_STATE_COUNT, OfferChanged
+from shortlist.selection._base import FunctionSelector, Selector
+from shortlist.selection._cousage import CoUsage
+from shortlist.selection._facade import Shortlist
 from shortlist.testing import FailingSelector
-from shortlist.types import Candidate, Query, Selection
 
 CATALOG = tuple(
     Candidate(i, description=d)
@@ -213,7 +204,7 @@ def test_search_tool_name_is_reserved_outside_the_catalog() -> None:
 
 
 def test_conversation_eval_on_a_tiny_dataset(tmp_path: Path) -> None:
-    from shortlist.eval.conversations import run_conversation_eval
+    from shortlist.eval._conversations import run_conversation_eval
 
     data = Path(__file__).parents[1] / "data" / "conv_tiny"
     catalog = tuple(
@@ -245,7 +236,7 @@ def test_conversation_eval_on_a_tiny_dataset(tmp_path: Path) -> None:
 
 def test_conversation_eval_bad_input(tmp_path: Path) -> None:
     from shortlist.errors import CatalogError
-    from shortlist.eval.conversations import load_conversations, run_conversation_eval
+    from shortlist.eval._conversations import load_conversations, run_conversation_eval
 
     bad = tmp_path / "conversations.jsonl"
     bad.write_text('{"cid": "x", "turns": [{"user": "hi", "calls": [{"name": "nope"}]}]}\n')
@@ -284,7 +275,7 @@ def test_deferred_by_default_fixes_a_block_of_pins_and_prefetches_from_the_first
 
 
 def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
-    from shortlist.offer import OfferStateRepaired
+    from shortlist.offer._state import OfferStateRepaired
 
     events: list[Event] = []
     state = OfferState(block=("memory__recall", "gone"), loaded=("book_flight", "also_gone"), turns=1)

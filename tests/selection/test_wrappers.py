@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shortlist.config import BreakerConfig, parse_runtime_config, runtime_config_schema
+from shortlist._config import BreakerConfig, parse_runtime_config, runtime_config_schema
+from shortlist._events import Event, SelectionFallback, add_event_hook, remove_event_hook
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError, SelectorError
-from shortlist.events import Event, SelectionFallback, add_event_hook, remove_event_hook
-from shortlist.runtime import Conversation, Pack
-from shortlist.selection import NarrowingPolicy, Selector, SelectorRegistry, anarrow, narrow
-from shortlist.selection.facade import Shortlist
-from shortlist.selection.registry import create_builtin_selector
-from shortlist.selection.wrappers import (
+from shortlist.rankers._registry import SelectorRegistry, create_builtin_selector
+from shortlist.rankers._wrappers import (
     BreakerSelector,
     CircuitBreakerChanged,
     FallbackSelector,
@@ -26,8 +24,11 @@ from shortlist.selection.wrappers import (
     TimeoutSelector,
     WrapperSelector,
 )
+from shortlist.runtime import Conversation, Pack
+from shortlist.selection._base import Selector
+from shortlist.selection._facade import Shortlist
+from shortlist.selection._narrowing import NarrowingPolicy, anarrow, narrow
 from shortlist.testing import FailingSelector, StaticSelector
-from shortlist.types import Candidate, Query, Selection
 
 CANDS = (
     Candidate("get_weather", description="Get the weather forecast for a city."),
@@ -235,8 +236,8 @@ def test_an_open_breaker_is_answered_by_the_fallback() -> None:
 
 
 def test_the_service_breaker_is_the_library_one() -> None:
-    from shortlist.server.breaker import CircuitBreakerChanged as ServiceChanged
-    from shortlist.server.breaker import CircuitBreakerSelector
+    from shortlist.server._breaker import CircuitBreakerChanged as ServiceChanged
+    from shortlist.server._breaker import CircuitBreakerSelector
 
     breaker = CircuitBreakerSelector(Flaky(), threshold=2, cooldown_s=1.0)
     assert isinstance(breaker, BreakerSelector) and breaker.threshold == breaker.failures == 2
@@ -407,8 +408,8 @@ def test_the_runtime_conversation_gets_the_wrappers_from_config(tmp_path: Path) 
 
 
 def test_the_service_adds_its_default_breaker_only_where_none_is_configured() -> None:
-    from shortlist.server.settings import ServerSettings
-    from shortlist.server.state import _with_default_breakers
+    from shortlist.server._settings import ServerSettings
+    from shortlist.server._state import _with_default_breakers
 
     config = parse_runtime_config(
         yaml.safe_load(

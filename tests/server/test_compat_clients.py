@@ -27,8 +27,8 @@ import pytest
 from serve_process import ServeProcess, serve_process
 
 from loopback import starts_processes
-from shortlist.embeddings.default import default_embedder
-from shortlist.tokens import TiktokenCounter
+from shortlist._tokens import TiktokenCounter
+from shortlist.embeddings._default import default_embedder
 
 pytestmark = pytest.mark.slow  # a shortlist serve process
 

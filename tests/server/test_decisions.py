@@ -11,15 +11,15 @@ pytest.importorskip("fastapi")
 
 from server_helpers import EXAMPLE_CATALOG, serve
 
+from shortlist._tokens import tool_tokens
+from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorError
-from shortlist.selection.narrowing import TurnSelection
-from shortlist.selection.wrappers import BreakerSelector, FallbackSelector
+from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector
+from shortlist.selection._narrowing import TurnSelection
 from shortlist.server import ServerSettings
-from shortlist.server.decisions import MAX_QUERY_CHARS, DecisionLog, breaker_states, render_page
-from shortlist.server.settings import KeyPolicy, hash_key
+from shortlist.server._decisions import MAX_QUERY_CHARS, DecisionLog, breaker_states, render_page
+from shortlist.server._settings import KeyPolicy, hash_key
 from shortlist.testing import FailingSelector, StaticSelector
-from shortlist.tokens import tool_tokens
-from shortlist.types import Candidate, Query
 
 CANDS = (Candidate("a", description="alpha tool"), Candidate("b", description="beta"), Candidate("c"))
 

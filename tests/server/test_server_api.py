@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shortlist.adapters.catalog import load_catalog
+from shortlist.adapters._catalog import load_catalog
 
 EXAMPLE = Path(str(resources.files("shortlist.data") / "example_tools.json"))
 
@@ -261,13 +261,9 @@ def test_replicas_share_a_built_corpus_index(server_factory: Any, tmp_path: Path
 
 def test_reduce_defaults_to_the_librarys_selector(app_factory: Any) -> None:
     """One default everywhere: /v1/reduce keeps what the library keeps (relevance), not the newest steps."""
-    from shortlist.reduction import (
-        DEFAULT_LOCAL_SELECTOR,
-        ExecutionContext,
-        ReductionStage,
-        openai_from_fragments,
-        openai_to_fragments,
-    )
+    from shortlist.reduction import ReductionStage, openai_from_fragments, openai_to_fragments
+    from shortlist.reduction._contract import ExecutionContext
+    from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
 
     messages = [{"role": "user", "content": "my locker code is 4711 " + "filler " * 80}]
     messages.append({"role": "assistant", "content": "noted " + "ok " * 80})

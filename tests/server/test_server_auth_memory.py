@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shortlist.server import ServerSettings, create_app
-from shortlist.server.settings import parse_keys_file
+from shortlist.server._settings import parse_keys_file
 
 TOOLS = [{"id": "a", "description": "alpha tool"}, {"id": "b", "description": "beta tool"}]
 

@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from shortlist._events import Event, add_event_hook, event_hooks, remove_event_hook
+from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import SelectorError
-from shortlist.events import Event, add_event_hook, event_hooks, remove_event_hook
-from shortlist.selection.base import Selector
-from shortlist.server.breaker import CircuitBreakerChanged, CircuitBreakerSelector
-from shortlist.types import Candidate, Query, Selection
+from shortlist.selection._base import Selector
+from shortlist.server._breaker import CircuitBreakerChanged, CircuitBreakerSelector
 
 CANDS = [Candidate("a"), Candidate("b")]
 

@@ -132,14 +132,14 @@ def test_bad_connection_flags_are_one_line_and_exit_2(tmp_path: Path, flags: tup
 
 @pytest.mark.parametrize("protocol", ["HttpToolsLimitedProtocol", "H11LimitedProtocol"])
 def test_both_protocols_cap_connections_per_client_and_count_them_back(protocol: str) -> None:
-    from shortlist.server.protocol import ServiceConfig
+    from shortlist.server._protocol import ServiceConfig
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = ServiceConfig(
         create_app(ServerSettings.build(env={})),
-        http=f"shortlist.server.protocol:{protocol}",
+        http=f"shortlist.server._protocol:{protocol}",
         log_level="warning",
         timeout_header=30,
         limit_connections=None,

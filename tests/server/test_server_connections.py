@@ -164,7 +164,7 @@ def test_serve_refuses_out_of_range_connection_flags(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("protocol", ["HttpToolsLimitedProtocol", "H11LimitedProtocol"])
 def test_both_protocols_enforce_the_header_deadline_and_serve_normally(protocol: str) -> None:
-    from shortlist.server.protocol import ServiceConfig
+    from shortlist.server._protocol import ServiceConfig
 
     settings = ServerSettings.build(env={}, catalogs={"ex": str(EXAMPLE_CATALOG)})
     sock = socket.socket()
@@ -172,7 +172,7 @@ def test_both_protocols_enforce_the_header_deadline_and_serve_normally(protocol:
     port = sock.getsockname()[1]
     config = ServiceConfig(
         create_app(settings),
-        http=f"shortlist.server.protocol:{protocol}",
+        http=f"shortlist.server._protocol:{protocol}",
         log_level="warning",
         timeout_header=0.5,
         limit_connections=None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shortlist.server.settings import KeyPolicy, hash_key
+from shortlist.server._settings import KeyPolicy, hash_key
 
 
 def test_docs_are_not_served_when_keys_are_set(app_factory: Any) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shortlist.embeddings.default import default_embedder
-from shortlist.events import Event, event_hooks
+from shortlist._events import Event, event_hooks
+from shortlist._tokens import TiktokenCounter
+from shortlist._types import Candidate, Query
+from shortlist.embeddings._default import default_embedder
 from shortlist.server import ServerSettings
-from shortlist.tokens import TiktokenCounter
-from shortlist.types import Candidate, Query
 
 MODEL = "all-MiniLM-L6-v2"
 MAX_INPUTS = 2048
@@ -263,7 +263,7 @@ def test_compat_routes_need_the_api_key(app_factory: Any) -> None:
 def test_rerank_endpoint_is_consumed_by_rerank_ranker(
     server_factory: Any, protocol: str, path: str, answered: int
 ) -> None:
-    rerank = pytest.importorskip("shortlist.rankers.rerank", reason="the rerank ranker is not in this build")
+    rerank = pytest.importorskip("shortlist.rankers._rerank", reason="the rerank ranker is not in this build")
     candidates = [
         Candidate("get_weather", description="Get the weather forecast for a city"),
         Candidate("send_email", description="Send an email message"),

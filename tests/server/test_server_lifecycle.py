@@ -19,8 +19,8 @@ import pytest
 from server_helpers import serve
 
 from loopback import free_port, wait_http_ready, wait_until
-from shortlist.events import Event, add_event_hook, remove_event_hook
-from shortlist.selection.facade import Shortlist
+from shortlist._events import Event, add_event_hook, remove_event_hook
+from shortlist.selection._facade import Shortlist
 from shortlist.server import ServerSettings
 
 pytestmark = pytest.mark.slow  # starts `shortlist serve` processes and the CLI

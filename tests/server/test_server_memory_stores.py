@@ -15,7 +15,7 @@ A = {"user_id": "a"}
 def test_http_bodies_have_every_field_of_the_response_models(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path, server_factory: Any
 ) -> None:
-    from shortlist.server.routes.memory import MemoriesOut, MemoryOut
+    from shortlist.server._routes.memory import MemoriesOut, MemoryOut
 
     url = {"memory": "memory:", "sqlite": f"sqlite:///{tmp_path / 'm.db'}"}.get(backend)
     url = url or request.getfixturevalue("pg_dsn")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from server_helpers import EXAMPLE_CATALOG
 
-from shortlist.server.routes import MAX_TEXT_CHARS
+from shortlist.server._routes import MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.slow  # a real server
 

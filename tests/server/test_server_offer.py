@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from server_helpers import EXAMPLE_CATALOG
 
-from shortlist.events import Event, add_event_hook, remove_event_hook
+from shortlist._events import Event, add_event_hook, remove_event_hook
 from shortlist.offer import OfferPolicy, OfferState, ToolSession
-from shortlist.offer.bridge import offer_json
-from shortlist.selection.facade import Shortlist
+from shortlist.offer._bridge import offer_json
+from shortlist.selection._facade import Shortlist
 
 CATALOGS = {"example": str(EXAMPLE_CATALOG)}
 
@@ -267,7 +267,7 @@ def test_a_broken_external_selector_falls_back_behind_its_breaker(tmp_path: Path
 
 def test_one_default_policy_per_format_as_the_runtime_decides(app_factory: Any) -> None:
     """Left at defaults, /v1/offer offers an OpenAI conversation what the runtime offers it."""
-    from shortlist.offer import default_policy
+    from shortlist.offer._policies import default_policy
     from shortlist.runtime import Conversation, Pack
 
     messages = [{"role": "user", "content": "what is the weather forecast in Paris tomorrow"}]
@@ -301,7 +301,7 @@ def test_a_repeated_id_in_the_state_is_read_once(app_factory: Any) -> None:
 
 
 def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(app_factory: Any) -> None:
-    from shortlist.offer import MAX_STATE_COUNT
+    from shortlist.offer._state import MAX_STATE_COUNT
 
     state: dict[str, Any] = {"turns": MAX_STATE_COUNT, "changes": MAX_STATE_COUNT, "block": ["send_email"]}
     with app_factory(catalogs=CATALOGS, selector="lexical") as srv, srv.client() as c:
@@ -321,8 +321,8 @@ def test_every_answer_at_the_counters_maximum_is_a_valid_next_request(app_factor
 
 def test_the_answer_says_which_fixed_tools_to_offer(app_factory: Any) -> None:
     """A chat-completions client under deferred must offer call_tool: the answer says so and defines it."""
-    from shortlist.offer.bridge import CALL_TOOL_PARAMETERS
-    from shortlist.offer.search import SEARCH_TOOL_PARAMETERS
+    from shortlist.offer._bridge import CALL_TOOL_PARAMETERS
+    from shortlist.offer._search import SEARCH_TOOL_PARAMETERS
 
     messages = [{"role": "user", "content": "what is the weather forecast in Paris tomorrow"}]
     with app_factory(catalogs=CATALOGS, selector="bm25") as srv, srv.client() as c:

@@ -51,7 +51,7 @@ def test_database_restart_fails_cleanly_then_recovers(
 
 def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: str, postgres: PostgresServer) -> None:
     from shortlist.memory import Memory
-    from shortlist.memory.postgres import MemoryStoreUnavailable, PostgresMemoryStore
+    from shortlist.memory._postgres import MemoryStoreUnavailable, PostgresMemoryStore
 
     scope = {"user_id": "pool"}
     store = PostgresMemoryStore(pg_dsn)
@@ -78,7 +78,7 @@ def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: st
 
 def test_queries_are_never_prepared_so_each_is_planned_for_its_own_scope(pg_dsn: str) -> None:
     from shortlist.memory import Memory
-    from shortlist.memory.postgres import PostgresMemoryStore
+    from shortlist.memory._postgres import PostgresMemoryStore
 
     scope = {"user_id": "plans"}
     store = PostgresMemoryStore(pg_dsn, pool_size=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from shortlist.server.responses import FastJSONResponse
+from shortlist.server._responses import FastJSONResponse
 
 
 def test_renders_the_same_document_as_json_dumps() -> None:

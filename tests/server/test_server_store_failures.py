@@ -18,8 +18,8 @@ import pytest
 from serve_process import serve_process
 
 from loopback import wait_http_ready
-from shortlist.memory.record import Memory
-from shortlist.memory.sqlite import SqliteMemoryStore
+from shortlist.memory._record import Memory
+from shortlist.memory._sqlite import SqliteMemoryStore
 
 pytestmark = pytest.mark.slow  # starts `shortlist serve` processes and PostgreSQL
 

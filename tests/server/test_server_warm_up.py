@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from fastapi.testclient import TestClient
 from server_helpers import EXAMPLE_CATALOG
 
-from shortlist.events import Event, add_event_hook, remove_event_hook
-from shortlist.selection.base import Selector
+from shortlist._events import Event, add_event_hook, remove_event_hook
+from shortlist._types import Candidate, Query, Selection
+from shortlist.selection._base import Selector
 from shortlist.server import ServerSettings, create_app
-from shortlist.server.state import ServiceState, WarmUpFailed
-from shortlist.types import Candidate, Query, Selection
+from shortlist.server._state import ServiceState, WarmUpFailed
 
 
 class Flaky(Selector):

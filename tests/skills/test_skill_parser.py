@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from shortlist.adapters import skill_to_candidate
+from shortlist._events import Event, event_hooks
+from shortlist.adapters._tools import skill_to_candidate
 from shortlist.errors import CatalogError
-from shortlist.events import Event, event_hooks
-from shortlist.skills import SkillShadowed, discover_skills, parse_skill, render_skill_index
+from shortlist.skills._discovery import SkillShadowed, discover_skills
+from shortlist.skills._index import render_skill_index
+from shortlist.skills._parser import parse_skill
 
 
 def skill_md(name: str, description: str = "Does things.", extra: str = "", body: str = "Steps.") -> str:

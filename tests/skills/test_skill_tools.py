@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from shortlist._events import Event, event_hooks
+from shortlist._types import Selection
 from shortlist.errors import ConfigError
-from shortlist.events import Event, event_hooks
-from shortlist.selection import FunctionSelector
-from shortlist.skills import (
-    SKILL_ACTIVATE,
-    SkillsCapability,
-    SkillSource,
-    SkillToolError,
-    load_skill_set,
-)
-from shortlist.types import Selection
+from shortlist.selection._base import FunctionSelector
+from shortlist.skills import SkillsCapability, SkillSource, load_skill_set
+from shortlist.skills._tools import SKILL_ACTIVATE, SkillToolError
 
 
 def write_skill(root: Path, rel: str, name: str, description: str, tools: str = "", body: str = "Do it.") -> Path:

@@ -16,20 +16,14 @@ from typing import Any
 
 import pytest
 
+from shortlist._events import Event, event_hooks
+from shortlist._types import Candidate
 from shortlist.errors import CatalogError
-from shortlist.events import Event, event_hooks
-from shortlist.skills import (
-    SKILL_ACTIVATE,
-    SkillsCapability,
-    SkillSource,
-    SkillToolError,
-    load_skill_set,
-    parse_skill,
-    parse_skill_file,
-    render_skill_index,
-)
-from shortlist.skills import parser as skill_parser
-from shortlist.types import Candidate
+from shortlist.skills import SkillsCapability, SkillSource, load_skill_set
+from shortlist.skills import _parser as skill_parser
+from shortlist.skills._index import render_skill_index
+from shortlist.skills._parser import parse_skill, parse_skill_file
+from shortlist.skills._tools import SKILL_ACTIVATE, SkillToolError
 
 HANG_LIMIT_S = 5.0
 

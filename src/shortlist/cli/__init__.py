@@ -57,9 +57,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in (only,) if only in _COMMANDS else _COMMANDS:
         try:
-            module = importlib.import_module(f"shortlist.cli.{name}")
+            module = importlib.import_module(f"shortlist.cli._{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"shortlist.cli.{name}":
+            if exc.name == f"shortlist.cli._{name}":
                 continue  # subcommand not part of this build
             raise
         module.register(sub)
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["exec-selector"]:  # a spawned call forwarded to a daemon: before anything heavy is imported
-        from shortlist.cli.exec_selector import forward_fast
+        from shortlist.cli._exec_selector import forward_fast
 
         forwarded = forward_fast(words[1:])
         if forwarded is not None:

@@ -1,5 +1,5 @@
 """``shortlist eval`` on a conversation dataset: the cost model and simulated model from the flags,
-the selector bound once, and the replay under each offer policy (:mod:`shortlist.eval.conversations`).
+the selector bound once, and the replay under each offer policy (:mod:`shortlist.eval._conversations`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ def run_conversations(
     import math
 
     from shortlist.errors import ConfigError
-    from shortlist.eval.conversations import CostModel, Simulation, run_conversation_eval
-    from shortlist.eval.datasets import load_tools
-    from shortlist.offer import DEFAULT_POLICY, OfferPolicy, Prices, ToolSession
-    from shortlist.selection.cousage import CoUsage
-    from shortlist.selection.facade import Shortlist
-    from shortlist.selection.registry import create_builtin_selector
+    from shortlist.eval._conversations import CostModel, Simulation, run_conversation_eval
+    from shortlist.eval._datasets import load_tools
+    from shortlist.offer import OfferPolicy, Prices, ToolSession
+    from shortlist.offer._policies import DEFAULT_POLICY
+    from shortlist.rankers._registry import create_builtin_selector
+    from shortlist.selection._cousage import CoUsage
+    from shortlist.selection._facade import Shortlist
 
     if len(names) > 1:
         raise ConfigError("--compare is for tool-retrieval datasets; a conversation dataset takes one --selector")
@@ -53,7 +54,7 @@ def run_conversations(
             raise ConfigError(f"{flag} must be >= 0, not {size}")
     if args.history_budget is not None and args.history_budget < 1:
         raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
-    from shortlist.runtime.context import DEFAULT_LOW_WATER
+    from shortlist.runtime._context import DEFAULT_LOW_WATER
 
     low_water = DEFAULT_LOW_WATER if args.low_water is None else args.low_water
     if not 0 < low_water <= 1:

@@ -35,7 +35,7 @@ def with_embedder(name: str, options: dict[str, Any], args: argparse.Namespace) 
     """``options`` plus ``--embedder``'s model for the selectors that embed (the others ignore it)."""
     if not args.embedder or name not in _TAKES_EMBEDDER:
         return options
-    from shortlist.embeddings.default import DefaultEmbedder
+    from shortlist.embeddings._default import DefaultEmbedder
 
     return {**options, "embedder": DefaultEmbedder(model=args.embedder)}
 
@@ -54,7 +54,7 @@ def int_list(raw: str, flag: str) -> list[int]:
 
 def added_sources(args: argparse.Namespace) -> list[tuple[str, Any, int | None, str]]:
     """The ``--add-tools`` catalogs, read (``(label, tools, N, default suite)`` each)."""
-    from shortlist.eval.catalogs import load_added_tools, parse_add_tools
+    from shortlist.eval._catalogs import load_added_tools, parse_add_tools
 
     out: list[tuple[str, Any, int | None, str]] = []
     for raw in args.add_tools:
@@ -64,7 +64,7 @@ def added_sources(args: argparse.Namespace) -> list[tuple[str, Any, int | None, 
 
 
 def grow(base: Any, sources: list[tuple[str, Any, int | None, str]], seed: int) -> tuple[Any, Any]:
-    from shortlist.eval.catalogs import grow_catalog
+    from shortlist.eval._catalogs import grow_catalog
 
     tools, added = grow_catalog(base, sources, seed=seed)
     for a in added:

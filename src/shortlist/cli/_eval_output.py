@@ -27,7 +27,7 @@ def write_report(
 
     from shortlist import __version__
     from shortlist.errors import ConfigError
-    from shortlist.eval.report import render_html
+    from shortlist.eval._report import render_html
 
     name = Path(args.dataset.rstrip("/")).name or args.dataset
     page = render_html(

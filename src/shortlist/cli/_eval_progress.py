@@ -1,6 +1,6 @@
 """``shortlist eval``'s progress on stderr: one redrawn status line on a terminal, else a line per phase.
 
-The library's own reports (:mod:`shortlist.progress`: model load, embedding) fill in the phase.
+The library's own reports (:mod:`shortlist._progress`: model load, embedding) fill in the phase.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Progress:
     """One status line on stderr, redrawn a few times a second while work runs.
 
     It shows the phase (loading the model, building the index: the library's
-    :mod:`shortlist.progress` reports fill it in when they come), then the queries done of
+    :mod:`shortlist._progress` reports fill it in when they come), then the queries done of
     the total with their rate. Nothing is drawn when disabled; the line is cleared on close.
     With ``lines`` (stderr is not a terminal) nothing is redrawn: each phase is a line and the
     queries a line every few percent (:class:`~shortlist.cli._progress.ProgressLines`).
@@ -71,7 +71,7 @@ class Progress:
         self._draw()
 
     def listener(self, task: str, done: int, total: int | None) -> None:
-        """A :mod:`shortlist.progress` listener: the library's own tasks (model load, embedding)."""
+        """A :mod:`shortlist._progress` listener: the library's own tasks (model load, embedding)."""
         if self.lines is not None:
             self.lines.on_report(f"{self._phase}: {task}" if self._phase else task, done, total)
         with self._lock:
@@ -122,7 +122,7 @@ def progress_listening(progress: Progress) -> Any:
     import contextlib
 
     try:
-        from shortlist import progress as lib_progress
+        from shortlist import _progress as lib_progress
     except ImportError:  # pragma: no cover - older trees
         return contextlib.nullcontext()
     return lib_progress.listen(progress.listener) if progress.listening else contextlib.nullcontext()

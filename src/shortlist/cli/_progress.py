@@ -1,6 +1,6 @@
 """The CLI's progress on stderr: what runs now (model load, embedding, indexing) and how far it is.
 
-:func:`progress_line` listens to :mod:`shortlist.progress` while a command works and redraws one
+:func:`progress_line` listens to :mod:`shortlist._progress` while a command works and redraws one
 line of stderr ten times a second, so it moves even while one long call (loading the model)
 runs. It is off when stderr is not a terminal or with ``--no-progress``; the line is erased
 when the command is done, so stdout's output is all that stays.
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from shortlist.progress import listen
+from shortlist._progress import listen
 
 __all__ = ["ProgressLines", "add_progress_flag", "progress_line", "progress_lines_wanted", "progress_wanted"]
 
@@ -59,7 +59,7 @@ def progress_lines_wanted(args: argparse.Namespace, stream: TextIO | None = None
 class ProgressLines:
     """Progress as whole lines (``shortlist: TASK: DONE/TOTAL (P%), S s``), for a stderr that is not a terminal.
 
-    A :mod:`shortlist.progress` listener (:meth:`on_report`): a counted task writes a line when it
+    A :mod:`shortlist._progress` listener (:meth:`on_report`): a counted task writes a line when it
     starts, each time it passes another ``step_pct`` percent (at most one line per
     ``min_interval_s`` of a task, so a task of a few seconds is two lines), and when it ends; an
     uncounted task (loading a model) a line when it starts. :meth:`note` writes a line of its own
@@ -91,7 +91,7 @@ class ProgressLines:
             self._write(text)
 
     def on_report(self, task: str, done: int, total: int | None) -> None:
-        """A :data:`shortlist.progress.ProgressListener`: write a line when ``task`` has moved a step."""
+        """A :data:`shortlist._progress.ProgressListener`: write a line when ``task`` has moved a step."""
         now = time.monotonic()
         with self._lock:
             ended = done < 0 or (total is not None and total > 0 and done >= total)

@@ -6,40 +6,43 @@ import DefaultEmbedder`` loads the module, not onnxruntime; the model loads on f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from shortlist._exports import resolve
 
-from shortlist.embeddings.base import Embedder, FunctionEmbedder, Vectors
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from shortlist.embeddings.cache import CachingEmbedder
-    from shortlist.embeddings.default import DefaultEmbedder, default_embedder
-    from shortlist.embeddings.factory import build_embedder
-    from shortlist.embeddings.openai import OpenAIEmbedder
+    from typing import Any
+
+    from shortlist.embeddings._base import Embedder
+    from shortlist.embeddings._default import DefaultEmbedder, default_embedder
+    from shortlist.embeddings._openai import OpenAIEmbedder
 
 __all__ = [
-    "CachingEmbedder",
     "DefaultEmbedder",
     "Embedder",
-    "FunctionEmbedder",
     "OpenAIEmbedder",
-    "Vectors",
-    "build_embedder",
     "default_embedder",
 ]
 
-_LAZY = {
-    "CachingEmbedder": "shortlist.embeddings.cache",
-    "DefaultEmbedder": "shortlist.embeddings.default",
-    "default_embedder": "shortlist.embeddings.default",
-    "OpenAIEmbedder": "shortlist.embeddings.openai",
-    "build_embedder": "shortlist.embeddings.factory",
+# public name -> the private module that defines it (imported on first use)
+_LAZY: dict[str, str] = {
+    "DefaultEmbedder": "shortlist.embeddings._default",
+    "Embedder": "shortlist.embeddings._base",
+    "OpenAIEmbedder": "shortlist.embeddings._openai",
+    "default_embedder": "shortlist.embeddings._default",
+}
+
+# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "CachingEmbedder": ("shortlist.embeddings._cache", None),
+    "FunctionEmbedder": ("shortlist.embeddings._base", None),
+    "Vectors": ("shortlist.embeddings._base", None),
+    "build_embedder": ("shortlist.embeddings._factory", None),
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'shortlist.embeddings' has no attribute {name!r}")
-    import importlib
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
 
-    return getattr(importlib.import_module(module), name)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

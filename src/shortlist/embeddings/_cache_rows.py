@@ -1,7 +1,7 @@
 """The rows of a vector store and their integrity: a text's key, a row's digest, rows read back checked
 (and the dropped ones reported), vectors encoded for writing, and what a store holds (``CacheInfo``).
-Shared by the SQLite store (:mod:`shortlist.embeddings.cache`) and the PostgreSQL one; re-exported by
-:mod:`shortlist.embeddings.cache`.
+Shared by the SQLite store (:mod:`shortlist.embeddings._cache`) and the PostgreSQL one; re-exported by
+:mod:`shortlist.embeddings._cache`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shortlist.events import Event, emit
+from shortlist._events import Event, emit
 
 __all__ = [
     "CacheInfo",

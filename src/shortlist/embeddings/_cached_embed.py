@@ -1,7 +1,7 @@
 """Embedding through a vector store: the stored vectors served, only the misses computed, saved a
 few at a time (a killed process keeps what it saved); rows of another dimension recomputed, vectors
-that are not finite returned but not stored. Used by :class:`shortlist.embeddings.cache.CachingEmbedder`
-and the embedders with a ``vector_store``; re-exported by :mod:`shortlist.embeddings.cache`.
+that are not finite returned but not stored. Used by :class:`shortlist.embeddings._cache.CachingEmbedder`
+and the embedders with a ``vector_store``; re-exported by :mod:`shortlist.embeddings._cache`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shortlist.embeddings._base import Embedder, Vectors
 from shortlist.embeddings._cache_rows import report_dropped, text_key
-from shortlist.embeddings.base import Embedder, Vectors
 from shortlist.errors import EmbeddingError
 
 if TYPE_CHECKING:
-    from shortlist.embeddings.cache import VectorStore
+    from shortlist.embeddings._cache import VectorStore
 
 __all__ = ["SAVE_EVERY", "cached_embed", "model_identity"]
 

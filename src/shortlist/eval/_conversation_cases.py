@@ -1,7 +1,7 @@
 """Conversation datasets: a conversation's turns and their reference calls, read from ``conversations.jsonl``.
 
 One conversation a line, ``{"cid", "turns": [{"user", "calls": [{"name", "arguments"}]}]}``; a turn's
-gold tools are the distinct names of its calls. Re-exported by :mod:`shortlist.eval.conversations`.
+gold tools are the distinct names of its calls. Re-exported by :mod:`shortlist.eval._conversations`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How a conversation replay prices and plays its calls: the cost model (what one call's prompt holds
 and how it is billed) and the simulated model (what it searches with, what it misses, what a miss
-costs). Re-exported by :mod:`shortlist.eval.conversations`.
+costs). Re-exported by :mod:`shortlist.eval._conversations`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from shortlist.errors import ConfigError
 from shortlist.offer import (
     Prices,
 )
-from shortlist.runtime.context import DEFAULT_LOW_WATER, GROUNDING_PLACEMENTS
+from shortlist.runtime._context import DEFAULT_LOW_WATER, GROUNDING_PLACEMENTS
 
 __all__ = ["MISS_COSTS", "SEARCH_QUERIES", "CostModel", "Simulation", "name_words"]
 

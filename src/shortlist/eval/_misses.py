@@ -1,6 +1,6 @@
 """The misses of an evaluation: the queries a selector got wrong (gold not all in the top ``k``; or, on
-a no-tool query, something other than pins surfaced), from :func:`~shortlist.eval.runner.run_eval`'s
-per-query outcomes. Re-exported by :mod:`shortlist.eval.report`.
+a no-tool query, something other than pins surfaced), from :func:`~shortlist.eval._runner.run_eval`'s
+per-query outcomes. Re-exported by :mod:`shortlist.eval._report`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shortlist.eval.datasets import EvalQuery
+from shortlist.eval._datasets import EvalQuery
 
 __all__ = ["KIND_ORDER", "Miss", "find_misses"]
 
@@ -61,7 +61,7 @@ def find_misses(selector: str, outcomes: Iterable[Any], queries: Sequence[EvalQu
 
     Args:
         selector: the selector's name (recorded in each miss).
-        outcomes: the :class:`~shortlist.eval.runner.QueryOutcome` of each query.
+        outcomes: the :class:`~shortlist.eval._runner.QueryOutcome` of each query.
         queries: the dataset's queries (for the texts), matched by ``qid``.
         k: the tools a turn selects.
     """

@@ -1,121 +1,67 @@
 """External selectors: the wire protocol v1, sandboxes, the exec client and the exec-selector server.
 
-The names below are imported on first use (PEP 562), so ``shortlist.exec.events`` loads
+The names below are imported on first use (PEP 562), so ``shortlist.exec._events`` loads
 without the client's dependencies (a spawned call reports a failed forward cheaply).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from shortlist._exports import resolve
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from shortlist.exec.client import DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_TIMEOUT_MS, ExecSelector
-    from shortlist.exec.events import (
-        ExecDescendantsKilled,
-        ExecForwardFailed,
-        ExecKilled,
-        ExecReasonTruncated,
-        ExecRequestFailed,
-        ExecSpawned,
-        ExecWorkerRestarted,
-    )
-    from shortlist.exec.protocol import (
-        MAX_DEPTH,
-        PROTOCOL_VERSION,
-        DecodedRequest,
-        DocumentTooDeep,
-        decode_request,
-        decode_response,
-        encode_request,
-        encode_response,
-        parse_request,
-        request_schema,
-        response_schema,
-    )
-    from shortlist.exec.sandbox import (
-        SANDBOX_MODES,
-        DirectSandbox,
-        DockerExecSandbox,
-        DockerRunSandbox,
-        KubectlExecSandbox,
-        Launch,
-        Sandbox,
-        build_sandbox,
-        grant_env,
-    )
+    from typing import Any
 
-_HOMES = {
-    "DEFAULT_MAX_OUTPUT_BYTES": "client",
-    "DEFAULT_TIMEOUT_MS": "client",
-    "ExecSelector": "client",
-    "ExecDescendantsKilled": "events",
-    "ExecForwardFailed": "events",
-    "ExecKilled": "events",
-    "ExecReasonTruncated": "events",
-    "ExecRequestFailed": "events",
-    "ExecSpawned": "events",
-    "ExecWorkerRestarted": "events",
-    "MAX_DEPTH": "protocol",
-    "PROTOCOL_VERSION": "protocol",
-    "DecodedRequest": "protocol",
-    "DocumentTooDeep": "protocol",
-    "decode_request": "protocol",
-    "decode_response": "protocol",
-    "encode_request": "protocol",
-    "encode_response": "protocol",
-    "parse_request": "protocol",
-    "request_schema": "protocol",
-    "response_schema": "protocol",
-    "SANDBOX_MODES": "sandbox",
-    "DirectSandbox": "sandbox",
-    "DockerExecSandbox": "sandbox",
-    "DockerRunSandbox": "sandbox",
-    "KubectlExecSandbox": "sandbox",
-    "Launch": "sandbox",
-    "Sandbox": "sandbox",
-    "build_sandbox": "sandbox",
-    "grant_env": "sandbox",
-}
+    from shortlist.exec._protocol import PROTOCOL_VERSION, request_schema, response_schema
 
 __all__ = [
-    "DEFAULT_MAX_OUTPUT_BYTES",
-    "DEFAULT_TIMEOUT_MS",
-    "MAX_DEPTH",
     "PROTOCOL_VERSION",
-    "SANDBOX_MODES",
-    "DecodedRequest",
-    "DirectSandbox",
-    "DockerExecSandbox",
-    "DockerRunSandbox",
-    "DocumentTooDeep",
-    "ExecDescendantsKilled",
-    "ExecForwardFailed",
-    "ExecKilled",
-    "ExecReasonTruncated",
-    "ExecRequestFailed",
-    "ExecSelector",
-    "ExecSpawned",
-    "ExecWorkerRestarted",
-    "KubectlExecSandbox",
-    "Launch",
-    "Sandbox",
-    "build_sandbox",
-    "decode_request",
-    "decode_response",
-    "encode_request",
-    "encode_response",
-    "grant_env",
-    "parse_request",
     "request_schema",
     "response_schema",
 ]
 
+# public name -> the private module that defines it (imported on first use)
+_LAZY: dict[str, str] = {
+    "PROTOCOL_VERSION": "shortlist.exec._protocol",
+    "request_schema": "shortlist.exec._protocol",
+    "response_schema": "shortlist.exec._protocol",
+}
+
+# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "DEFAULT_MAX_OUTPUT_BYTES": ("shortlist.rankers._exec_client", None),
+    "DEFAULT_TIMEOUT_MS": ("shortlist.rankers._exec_client", None),
+    "DecodedRequest": ("shortlist.exec._protocol", None),
+    "DirectSandbox": ("shortlist.exec._sandbox", None),
+    "DockerExecSandbox": ("shortlist.exec._sandbox", None),
+    "DockerRunSandbox": ("shortlist.exec._sandbox", None),
+    "DocumentTooDeep": ("shortlist.exec._protocol", None),
+    "ExecDescendantsKilled": ("shortlist.exec._events", None),
+    "ExecForwardFailed": ("shortlist.exec._events", None),
+    "ExecKilled": ("shortlist.exec._events", None),
+    "ExecReasonTruncated": ("shortlist.exec._events", None),
+    "ExecRequestFailed": ("shortlist.exec._events", None),
+    "ExecSelector": ("shortlist.rankers._exec_client", "shortlist.rankers"),
+    "ExecSpawned": ("shortlist.exec._events", None),
+    "ExecWorkerRestarted": ("shortlist.exec._events", None),
+    "KubectlExecSandbox": ("shortlist.exec._sandbox", None),
+    "Launch": ("shortlist.exec._sandbox", None),
+    "MAX_DEPTH": ("shortlist.exec._protocol", None),
+    "SANDBOX_MODES": ("shortlist.exec._sandbox", None),
+    "Sandbox": ("shortlist.exec._sandbox", None),
+    "build_sandbox": ("shortlist.exec._sandbox", None),
+    "decode_request": ("shortlist.exec._protocol", None),
+    "decode_response": ("shortlist.exec._protocol", None),
+    "encode_request": ("shortlist.exec._protocol", None),
+    "encode_response": ("shortlist.exec._protocol", None),
+    "grant_env": ("shortlist.exec._sandbox", None),
+    "parse_request": ("shortlist.exec._protocol", None),
+}
+
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'shortlist.exec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"shortlist.exec.{home}"), name)
-    globals()[name] = value
-    return value
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,6 +1,6 @@
 """What an integration sees of a turn and decides for it, framework-free: a tool as a candidate, the
 names a ``find_tools`` result carries, the conversation's turn log (:class:`Conversation`), and the
-tools one model call is offered (:class:`ToolChoice`). Re-exported by :mod:`shortlist.integrations.core`.
+tools one model call is offered (:class:`ToolChoice`). Re-exported by :mod:`shortlist.integrations._core`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shortlist.tokens import estimate_tokens
-from shortlist.types import Candidate, TurnSelection
+from shortlist._tokens import estimate_tokens
+from shortlist._types import Candidate, TurnSelection
 
 __all__ = ["Conversation", "ToolChoice", "found_in", "tool_candidate"]
 

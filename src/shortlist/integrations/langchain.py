@@ -1,6 +1,6 @@
 """LangChain and LangGraph: narrow an agent's tools with shortlist, kept stable across a conversation.
 
-Three ways in, one engine (:class:`~shortlist.integrations.core.ToolNarrower`):
+Three ways in, one engine (:class:`~shortlist.integrations._core.ToolNarrower`):
 
 * :class:`ShortlistMiddleware`: LangChain v1 agent middleware (``create_agent(...,
   middleware=[ShortlistMiddleware()])``). Its ``wrap_model_call`` rewrites the request's tools
@@ -26,8 +26,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shortlist._types import Candidate
 from shortlist.errors import MissingDependencyError
-from shortlist.integrations.core import (
+from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     Conversation,
@@ -36,7 +37,6 @@ from shortlist.integrations.core import (
     found_in,
     tool_candidate,
 )
-from shortlist.types import Candidate
 
 try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
     raise MissingDependencyError(f"the LangChain integration needs langchain-core: {pip_install('langchain')}") from exc
 
-__all__ = ["ShortlistMiddleware", "find_tools_tool", "narrowed_tools", "retrieve_tools_functions", "tool_candidates"]
+__all__ = ["ShortlistMiddleware", "find_tools_tool", "narrowed_tools", "retrieve_tools_functions"]
 
 
 def _candidate(tool: BaseTool) -> Candidate:

@@ -26,15 +26,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from shortlist._types import Candidate
 from shortlist.errors import MissingDependencyError
-from shortlist.integrations.core import (
+from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     Conversation,
     ToolNarrower,
     tool_candidate,
 )
-from shortlist.types import Candidate
 
 try:
     from llama_index.core.objects.base import ObjectRetriever

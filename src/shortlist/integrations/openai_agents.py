@@ -23,8 +23,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+from shortlist._types import Candidate
 from shortlist.errors import MissingDependencyError
-from shortlist.integrations.core import (
+from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     SEARCH_TOOL_PARAMETERS,
@@ -33,7 +34,6 @@ from shortlist.integrations.core import (
     found_in,
     tool_candidate,
 )
-from shortlist.types import Candidate
 
 try:
     from agents import FunctionTool, RunContextWrapper
@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"the OpenAI Agents SDK integration needs openai-agents: {pip_install('openai-agents')}"
     ) from exc
 
-__all__ = ["ShortlistModel", "ShortlistModelProvider", "find_tools_tool", "tool_candidates"]
+__all__ = ["ShortlistModel", "ShortlistModelProvider"]
 
 
 def tool_candidates(narrower: ToolNarrower, tools: Sequence[FunctionTool]) -> tuple[Candidate, ...]:

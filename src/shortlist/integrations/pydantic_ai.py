@@ -21,8 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shortlist._types import Candidate
 from shortlist.errors import MissingDependencyError
-from shortlist.integrations.core import (
+from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     Conversation,
@@ -30,8 +31,7 @@ from shortlist.integrations.core import (
     found_in,
     tool_candidate,
 )
-from shortlist.selection.facade import DEFAULT
-from shortlist.types import Candidate
+from shortlist.selection._facade import DEFAULT
 
 try:
     from pydantic_ai import RunContext, Tool
@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"the PydanticAI integration needs pydantic-ai-slim: {pip_install('pydantic-ai')}"
     ) from exc
 
-__all__ = ["ShortlistTools", "find_tools_tool", "prepare_tools", "tool_candidates"]
+__all__ = ["ShortlistTools", "find_tools_tool", "prepare_tools"]
 
 
 def tool_candidates(narrower: ToolNarrower, tool_defs: Sequence[ToolDefinition]) -> tuple[Candidate, ...]:

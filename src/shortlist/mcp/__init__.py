@@ -6,52 +6,56 @@ and raises :class:`~shortlist.errors.MissingDependencyError` naming it when it i
 
 from __future__ import annotations
 
-from shortlist.mcp.client import (
-    MCPCallResult,
-    MCPClient,
-    MCPEnvNotSet,
-    MCPReconnected,
-    MCPServerError,
-    MCPServerSpec,
-    grant_server_env,
-    parse_server_arg,
-    require_mcp,
-)
-from shortlist.mcp.sync import MCPToolSource
-from shortlist.mcp.tools import (
-    MCP_PREFIX,
-    MCPToolRefused,
-    MCPToolSelection,
-    expand_tool_patterns,
-    mcp_policy,
-    mcp_tool_candidate,
-    parse_tool_name,
-    prefixed_name,
-    select_mcp_tools,
-    valid_tool_name,
-    validate_server_name,
-)
+from shortlist._exports import resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from shortlist.mcp._client import MCPClient, MCPServerSpec
+    from shortlist.mcp._sync import MCPToolSource
+    from shortlist.mcp._tools import select_mcp_tools
 
 __all__ = [
-    "MCP_PREFIX",
-    "MCPCallResult",
     "MCPClient",
-    "MCPEnvNotSet",
-    "MCPReconnected",
-    "MCPServerError",
     "MCPServerSpec",
-    "MCPToolRefused",
-    "MCPToolSelection",
     "MCPToolSource",
-    "expand_tool_patterns",
-    "grant_server_env",
-    "mcp_policy",
-    "mcp_tool_candidate",
-    "parse_server_arg",
-    "parse_tool_name",
-    "prefixed_name",
-    "require_mcp",
     "select_mcp_tools",
-    "valid_tool_name",
-    "validate_server_name",
 ]
+
+# public name -> the private module that defines it (imported on first use)
+_LAZY: dict[str, str] = {
+    "MCPClient": "shortlist.mcp._client",
+    "MCPServerSpec": "shortlist.mcp._client",
+    "MCPToolSource": "shortlist.mcp._sync",
+    "select_mcp_tools": "shortlist.mcp._tools",
+}
+
+# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "MCPCallResult": ("shortlist.mcp._client", None),
+    "MCPEnvNotSet": ("shortlist.mcp._client", None),
+    "MCPReconnected": ("shortlist.mcp._client", None),
+    "MCPServerError": ("shortlist.mcp._client", None),
+    "MCPToolRefused": ("shortlist.mcp._tools", None),
+    "MCPToolSelection": ("shortlist.mcp._tools", None),
+    "MCP_PREFIX": ("shortlist.mcp._tools", None),
+    "expand_tool_patterns": ("shortlist.mcp._tools", None),
+    "grant_server_env": ("shortlist.mcp._client", None),
+    "mcp_policy": ("shortlist.mcp._tools", None),
+    "mcp_tool_candidate": ("shortlist.mcp._tools", None),
+    "parse_server_arg": ("shortlist.mcp._client", None),
+    "parse_tool_name": ("shortlist.mcp._tools", None),
+    "prefixed_name": ("shortlist.mcp._tools", None),
+    "require_mcp": ("shortlist.mcp._client", None),
+    "valid_tool_name": ("shortlist.mcp._tools", None),
+    "validate_server_name": ("shortlist.mcp._tools", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

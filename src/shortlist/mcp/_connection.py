@@ -1,7 +1,7 @@
 """One MCP server connection: owned by a background task that holds the SDK's transport and session
 (stdio: the process, its stderr kept in a temporary file; HTTP: the streamable session), opened and
 closed on request; and which errors mean the connection is gone (the caller reconnects once).
-Used by :class:`shortlist.mcp.client.MCPClient`.
+Used by :class:`shortlist.mcp._client.MCPClient`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import shlex
 import tempfile
 from typing import IO, TYPE_CHECKING, Any
 
+from shortlist._types import Candidate
 from shortlist.errors import MCPServerError
-from shortlist.types import Candidate
 
 if TYPE_CHECKING:
-    from shortlist.mcp.client import MCPServerSpec
+    from shortlist.mcp._client import MCPServerSpec
 
 __all__ = ["Connection", "is_connection_error"]
 

@@ -1,7 +1,7 @@
 """The MCP proxy as a low-level ``mcp`` SDK server: ``tools/list`` answers the session's list,
 ``tools/call`` runs ``find_tools`` (and notifies a changed list) or forwards a known tool upstream;
 a bad call or an upstream failure is the model's tool error. Used by
-:meth:`shortlist.mcp.proxy.MCPProxy.build_server`.
+:meth:`shortlist.mcp._proxy.MCPProxy.build_server`.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from shortlist.mcp.tools import parse_tool_name
-from shortlist.offer import SEARCH_TOOL_NAME
-from shortlist.types import Candidate
+from shortlist._types import Candidate
+from shortlist.mcp._tools import parse_tool_name
+from shortlist.offer._search import SEARCH_TOOL_NAME
 
 if TYPE_CHECKING:
-    from shortlist.mcp.proxy import MCPProxy
+    from shortlist.mcp._proxy import MCPProxy
 
 __all__ = ["build_server"]
 

@@ -40,58 +40,70 @@ turn's offer), ``policies`` (one function per policy, :func:`decide_offer`, the 
 request format), ``search`` (the one tool search), ``session`` (:class:`ToolSession`).
 """
 
-from shortlist.offer.policies import (
-    DEFAULT_POLICY,
-    DEFAULT_PREFETCH,
-    DEFAULT_PREFETCH_FLAT,
-    DEFAULT_PREFETCH_MAX,
-    DEFAULT_SUITE_BOOST,
-    FORMAT_POLICIES,
-    OFFER_POLICIES,
-    PREFETCH_QUERY,
-    OfferPolicy,
-    check_policy,
-    decide_offer,
-    default_policy,
-)
-from shortlist.offer.prices import MISS_RATE, PRICE_PRESETS, Prices
-from shortlist.offer.search import (
-    SEARCH_TOOL_DESCRIPTION,
-    SEARCH_TOOL_NAME,
-    SEARCH_TOOL_PARAMETERS,
-    ToolSearch,
-    ToolSearched,
-    search_tools,
-)
-from shortlist.offer.session import ToolSession
-from shortlist.offer.state import MAX_STATE_COUNT, Offer, OfferChanged, OfferState, OfferStateRepaired
+from __future__ import annotations
+
+from shortlist._exports import resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from shortlist.offer._policies import OfferPolicy, decide_offer
+    from shortlist.offer._prices import PRICE_PRESETS, Prices
+    from shortlist.offer._search import search_tools
+    from shortlist.offer._session import ToolSession
+    from shortlist.offer._state import Offer, OfferState
 
 __all__ = [
-    "DEFAULT_POLICY",
-    "DEFAULT_PREFETCH",
-    "DEFAULT_PREFETCH_FLAT",
-    "DEFAULT_PREFETCH_MAX",
-    "DEFAULT_SUITE_BOOST",
-    "FORMAT_POLICIES",
-    "MAX_STATE_COUNT",
-    "MISS_RATE",
-    "OFFER_POLICIES",
-    "PREFETCH_QUERY",
     "PRICE_PRESETS",
-    "SEARCH_TOOL_DESCRIPTION",
-    "SEARCH_TOOL_NAME",
-    "SEARCH_TOOL_PARAMETERS",
     "Offer",
-    "OfferChanged",
     "OfferPolicy",
     "OfferState",
-    "OfferStateRepaired",
     "Prices",
-    "ToolSearch",
-    "ToolSearched",
     "ToolSession",
-    "check_policy",
     "decide_offer",
-    "default_policy",
     "search_tools",
 ]
+
+# public name -> the private module that defines it (imported on first use)
+_LAZY: dict[str, str] = {
+    "Offer": "shortlist.offer._state",
+    "OfferPolicy": "shortlist.offer._policies",
+    "OfferState": "shortlist.offer._state",
+    "PRICE_PRESETS": "shortlist.offer._prices",
+    "Prices": "shortlist.offer._prices",
+    "ToolSession": "shortlist.offer._session",
+    "decide_offer": "shortlist.offer._policies",
+    "search_tools": "shortlist.offer._search",
+}
+
+# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "DEFAULT_POLICY": ("shortlist.offer._policies", None),
+    "DEFAULT_PREFETCH": ("shortlist.offer._policies", None),
+    "DEFAULT_PREFETCH_FLAT": ("shortlist.offer._policies", None),
+    "DEFAULT_PREFETCH_MAX": ("shortlist.offer._policies", None),
+    "DEFAULT_SUITE_BOOST": ("shortlist.offer._policies", None),
+    "FORMAT_POLICIES": ("shortlist.offer._policies", None),
+    "MAX_STATE_COUNT": ("shortlist.offer._state", None),
+    "MISS_RATE": ("shortlist.offer._prices", None),
+    "OFFER_POLICIES": ("shortlist.offer._policies", None),
+    "OfferChanged": ("shortlist.offer._state", None),
+    "OfferStateRepaired": ("shortlist.offer._state", None),
+    "PREFETCH_QUERY": ("shortlist.offer._policies", None),
+    "SEARCH_TOOL_DESCRIPTION": ("shortlist.offer._search", None),
+    "SEARCH_TOOL_NAME": ("shortlist.offer._search", None),
+    "SEARCH_TOOL_PARAMETERS": ("shortlist.offer._search", None),
+    "ToolSearch": ("shortlist.offer._search", None),
+    "ToolSearched": ("shortlist.offer._search", None),
+    "check_policy": ("shortlist.offer._policies", None),
+    "default_policy": ("shortlist.offer._policies", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

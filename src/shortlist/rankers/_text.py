@@ -1,6 +1,6 @@
 """What the lexical rankers index of a candidate, and the analyser they index it with.
 
-Terms come from :mod:`shortlist.text`'s ``tools`` preset: snake_case, camelCase, dotted and
+Terms come from :mod:`shortlist._text`'s ``tools`` preset: snake_case, camelCase, dotted and
 hyphenated identifiers and every punctuation mark split, lowercased, English stopwords dropped,
 Snowball English stems (one stemmer per thread, stems memoised).
 """
@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shortlist.text import Analyser, analyser, stopword_list
-from shortlist.types import Candidate
+from shortlist._text import Analyser, analyser, stopword_list
+from shortlist._types import Candidate
 
 __all__ = [
     "STOPWORD_SETS",

@@ -8,139 +8,110 @@ and records one event per decision.
 
 from __future__ import annotations
 
-from shortlist.reduction.adapters import (
-    SUMMARY_PREFIX,
-    MessageFormatError,
-    anthropic_from_fragments,
-    anthropic_to_fragments,
-    check_anthropic_tool_pairs,
-    check_openai_tool_pairs,
-    openai_from_fragments,
-    openai_to_fragments,
-)
-from shortlist.reduction.compressor import (
-    PLAIN_TEXT_TRANSPORT,
-    ContextCompressor,
-    SummaryRejected,
-    create_context_compressor,
-    parse_plain_text,
-)
-from shortlist.reduction.contract import (
-    CallBudgetExhausted,
-    CancellationToken,
-    ContextModelCall,
-    ContextSelectionCall,
-    ContextSelector,
-    Diagnostics,
-    ExecutionContext,
-    ModelCallable,
-    ModelRequest,
-    ReductionCancelled,
-    current_goal,
-)
-from shortlist.reduction.events import (
-    ReductionApplied,
-    ReductionBudgetExceeded,
-    ReductionCancelledEvent,
-    ReductionCompleted,
-    ReductionCompressionDiscarded,
-    ReductionEvent,
-    ReductionModelCall,
-    ReductionSelectionRejected,
-    ReductionSkipped,
-    ReductionStarted,
-)
-from shortlist.reduction.facts import FACTS_HEADER, FactSheet, extract_facts
-from shortlist.reduction.fragments import (
-    ContextFragment,
-    ContextSelectionCandidate,
-    FragmentKind,
-    Step,
-    group_steps,
-    truncate_middle,
-)
-from shortlist.reduction.local import (
-    Bm25Scorer,
-    RelevanceScorer,
-    newest_first_selector,
-    ranker_scorer,
-    relevance_selector,
-)
-from shortlist.reduction.model_selector import (
-    SELECTOR_JSON_TRANSPORT,
-    create_context_selector,
-    parse_step_ids,
-)
-from shortlist.reduction.result import ReductionResult
-from shortlist.reduction.stage import DEFAULT_LOCAL_SELECTOR, ReductionStage
-from shortlist.tokens import (
-    CachedCounter,
-    HeuristicCounter,
-    TiktokenCounter,
-    TokenCounter,
-    counter_for_model,
-    register_model_counter,
-)
+from shortlist._exports import resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from shortlist.reduction._adapters import (
+        anthropic_from_fragments,
+        anthropic_to_fragments,
+        openai_from_fragments,
+        openai_to_fragments,
+    )
+    from shortlist.reduction._compressor import ContextCompressor, create_context_compressor
+    from shortlist.reduction._fragments import ContextFragment
+    from shortlist.reduction._local import newest_first_selector, relevance_selector
+    from shortlist.reduction._result import ReductionResult
+    from shortlist.reduction._stage import ReductionStage
 
 __all__ = [
-    "DEFAULT_LOCAL_SELECTOR",
-    "FACTS_HEADER",
-    "PLAIN_TEXT_TRANSPORT",
-    "SELECTOR_JSON_TRANSPORT",
-    "SUMMARY_PREFIX",
-    "Bm25Scorer",
-    "CachedCounter",
-    "CallBudgetExhausted",
-    "CancellationToken",
     "ContextCompressor",
     "ContextFragment",
-    "ContextModelCall",
-    "ContextSelectionCall",
-    "ContextSelectionCandidate",
-    "ContextSelector",
-    "Diagnostics",
-    "ExecutionContext",
-    "FactSheet",
-    "FragmentKind",
-    "HeuristicCounter",
-    "MessageFormatError",
-    "ModelCallable",
-    "ModelRequest",
-    "ReductionApplied",
-    "ReductionBudgetExceeded",
-    "ReductionCancelled",
-    "ReductionCancelledEvent",
-    "ReductionCompleted",
-    "ReductionCompressionDiscarded",
-    "ReductionEvent",
-    "ReductionModelCall",
     "ReductionResult",
-    "ReductionSelectionRejected",
-    "ReductionSkipped",
     "ReductionStage",
-    "ReductionStarted",
-    "RelevanceScorer",
-    "Step",
-    "SummaryRejected",
-    "TiktokenCounter",
-    "TokenCounter",
     "anthropic_from_fragments",
     "anthropic_to_fragments",
-    "check_anthropic_tool_pairs",
-    "check_openai_tool_pairs",
-    "counter_for_model",
     "create_context_compressor",
-    "create_context_selector",
-    "current_goal",
-    "extract_facts",
-    "group_steps",
     "newest_first_selector",
     "openai_from_fragments",
     "openai_to_fragments",
-    "parse_plain_text",
-    "parse_step_ids",
-    "ranker_scorer",
-    "register_model_counter",
     "relevance_selector",
-    "truncate_middle",
 ]
+
+# public name -> the private module that defines it (imported on first use)
+_LAZY: dict[str, str] = {
+    "ContextCompressor": "shortlist.reduction._compressor",
+    "ContextFragment": "shortlist.reduction._fragments",
+    "ReductionResult": "shortlist.reduction._result",
+    "ReductionStage": "shortlist.reduction._stage",
+    "anthropic_from_fragments": "shortlist.reduction._adapters",
+    "anthropic_to_fragments": "shortlist.reduction._adapters",
+    "create_context_compressor": "shortlist.reduction._compressor",
+    "newest_first_selector": "shortlist.reduction._local",
+    "openai_from_fragments": "shortlist.reduction._adapters",
+    "openai_to_fragments": "shortlist.reduction._adapters",
+    "relevance_selector": "shortlist.reduction._local",
+}
+
+# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+_DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "ContextSelector": ("shortlist.reduction._contract", None),
+    "Bm25Scorer": ("shortlist.reduction._local", None),
+    "CachedCounter": ("shortlist._tokens", None),
+    "CallBudgetExhausted": ("shortlist.reduction._contract", None),
+    "CancellationToken": ("shortlist.reduction._contract", None),
+    "ContextModelCall": ("shortlist.reduction._contract", None),
+    "ContextSelectionCall": ("shortlist.reduction._contract", None),
+    "ContextSelectionCandidate": ("shortlist.reduction._fragments", None),
+    "DEFAULT_LOCAL_SELECTOR": ("shortlist.reduction._stage", None),
+    "Diagnostics": ("shortlist.reduction._contract", None),
+    "ExecutionContext": ("shortlist.reduction._contract", None),
+    "FACTS_HEADER": ("shortlist.reduction._facts", None),
+    "FactSheet": ("shortlist.reduction._facts", None),
+    "FragmentKind": ("shortlist.reduction._fragments", None),
+    "HeuristicCounter": ("shortlist._tokens", None),
+    "MessageFormatError": ("shortlist.reduction._adapters", None),
+    "ModelCallable": ("shortlist.reduction._contract", None),
+    "ModelRequest": ("shortlist.reduction._contract", None),
+    "PLAIN_TEXT_TRANSPORT": ("shortlist.reduction._compressor", None),
+    "ReductionApplied": ("shortlist.reduction._events", None),
+    "ReductionBudgetExceeded": ("shortlist.reduction._events", None),
+    "ReductionCancelled": ("shortlist.reduction._contract", None),
+    "ReductionCancelledEvent": ("shortlist.reduction._events", None),
+    "ReductionCompleted": ("shortlist.reduction._events", None),
+    "ReductionCompressionDiscarded": ("shortlist.reduction._events", None),
+    "ReductionEvent": ("shortlist.reduction._events", None),
+    "ReductionModelCall": ("shortlist.reduction._events", None),
+    "ReductionSelectionRejected": ("shortlist.reduction._events", None),
+    "ReductionSkipped": ("shortlist.reduction._events", None),
+    "ReductionStarted": ("shortlist.reduction._events", None),
+    "RelevanceScorer": ("shortlist.reduction._local", None),
+    "SELECTOR_JSON_TRANSPORT": ("shortlist.reduction._model_selector", None),
+    "SUMMARY_PREFIX": ("shortlist.reduction._adapters", None),
+    "Step": ("shortlist.reduction._fragments", None),
+    "SummaryRejected": ("shortlist.reduction._compressor", None),
+    "TiktokenCounter": ("shortlist._tokens", None),
+    "TokenCounter": ("shortlist._tokens", None),
+    "check_anthropic_tool_pairs": ("shortlist.reduction._adapters", None),
+    "check_openai_tool_pairs": ("shortlist.reduction._adapters", None),
+    "counter_for_model": ("shortlist._tokens", None),
+    "create_context_selector": ("shortlist.reduction._model_selector", None),
+    "current_goal": ("shortlist.reduction._contract", None),
+    "extract_facts": ("shortlist.reduction._facts", None),
+    "group_steps": ("shortlist.reduction._fragments", None),
+    "parse_plain_text": ("shortlist.reduction._compressor", None),
+    "parse_step_ids": ("shortlist.reduction._model_selector", None),
+    "ranker_scorer": ("shortlist.reduction._local", None),
+    "register_model_counter": ("shortlist._tokens", None),
+    "truncate_middle": ("shortlist.reduction._fragments", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(__name__, name, _LAZY, _DEPRECATED, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

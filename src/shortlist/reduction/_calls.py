@@ -12,9 +12,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from shortlist._events import Event
 from shortlist.errors import ConfigError
-from shortlist.events import Event
-from shortlist.reduction.contract import (
+from shortlist.reduction._contract import (
     CallBudgetExhausted,
     CancellationToken,
     ContextModelCall,
@@ -22,7 +22,7 @@ from shortlist.reduction.contract import (
     ModelRequest,
     ReductionCancelled,
 )
-from shortlist.reduction.events import ReductionModelCall
+from shortlist.reduction._events import ReductionModelCall
 
 __all__ = ["CallBudget"]
 

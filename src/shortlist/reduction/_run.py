@@ -9,33 +9,33 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from shortlist._events import Event, emit
 from shortlist.errors import ConfigError, SelectorProtocolError
-from shortlist.events import Event, emit
 from shortlist.reduction._calls import CallBudget
-from shortlist.reduction.compressor import SummaryRejected
-from shortlist.reduction.contract import (
+from shortlist.reduction._compressor import SummaryRejected
+from shortlist.reduction._contract import (
     CallBudgetExhausted,
     ContextSelectionCall,
     ExecutionContext,
     ReductionCancelled,
 )
-from shortlist.reduction.events import (
+from shortlist.reduction._events import (
     ReductionApplied,
     ReductionCancelledEvent,
     ReductionCompressionDiscarded,
     ReductionSelectionRejected,
 )
-from shortlist.reduction.fragments import (
+from shortlist.reduction._fragments import (
     ContextFragment,
     ContextSelectionCandidate,
     Step,
     make_excerpt,
     truncate_middle,
 )
-from shortlist.reduction.result import ReductionResult
+from shortlist.reduction._result import ReductionResult
 
 if TYPE_CHECKING:
-    from shortlist.reduction.stage import ReductionStage
+    from shortlist.reduction._stage import ReductionStage
 
 __all__ = ["Run"]
 

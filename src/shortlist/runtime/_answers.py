@@ -1,6 +1,6 @@
 """A model's answer read back: its text and tool calls (:class:`ModelTurn`, :class:`ToolCall`) from a
 chat completions, Anthropic messages or Responses body, with the assistant message for the history.
-Re-exported by :mod:`shortlist.runtime.formats`.
+Re-exported by :mod:`shortlist.runtime._formats`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shortlist.runtime.model import ModelError
+from shortlist.runtime._model import ModelError
 
 if TYPE_CHECKING:
-    from shortlist.runtime.formats import Format
+    from shortlist.runtime._formats import Format
 
 __all__ = ["ModelTurn", "ToolCall", "parse_response"]
 
@@ -46,7 +46,7 @@ def parse_response(fmt: Format, body: Mapping[str, Any]) -> ModelTurn:
         ModelError: the body does not have the format's shape.
     """
     if fmt == "openai-responses":
-        from shortlist.runtime.responses import from_responses_answer
+        from shortlist.runtime._responses import from_responses_answer
 
         return parse_response("openai", from_responses_answer(body, client_search=True))
     if fmt == "anthropic":

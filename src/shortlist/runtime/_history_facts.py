@@ -3,9 +3,9 @@ fact sheet re-rendered at the start of the history.
 
 A message states its text parts, by role (a tool call's arguments are not counted). The
 statements a reduction removed (context injected by retrieval, ``find_tools`` results, cleared
-results and the old sheet aside) go on the :class:`~shortlist.reduction.facts.FactSheet`, which
+results and the old sheet aside) go on the :class:`~shortlist.reduction._facts.FactSheet`, which
 becomes the first part of the history's first user message. Used by
-:class:`shortlist.runtime.context.HistoryWindow`.
+:class:`shortlist.runtime._context.HistoryWindow`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shortlist.reduction.facts import FactSheet
+    from shortlist.reduction._facts import FactSheet
 
 __all__ = ["CLEARED_TOOL_RESULT", "keep_facts", "text_parts"]
 
@@ -75,13 +75,13 @@ def keep_facts(
         injected: the injected context parts' texts (they come back by retrieval, not as facts).
         room: the room the sheet has beside the messages without it (tokens or characters).
     """
-    from shortlist.reduction.facts import FACTS_HEADER
+    from shortlist.reduction._facts import FACTS_HEADER
 
     remaining: dict[tuple[str, str], int] = {}
     for message in messages:
         for said in _said(message):
             remaining[said] = remaining.get(said, 0) + 1
-    from shortlist.offer import SEARCH_TOOL_NAME
+    from shortlist.offer._search import SEARCH_TOOL_NAME
 
     searches = {  # a find_tools result lists definitions, not facts of the conversation
         str(c.get("id"))

@@ -1,5 +1,5 @@
 """The values the history window takes and reports: where a turn's context goes, the context a
-turn injected, what one reduction did. Re-exported by :mod:`shortlist.runtime.context`.
+turn injected, what one reduction did. Re-exported by :mod:`shortlist.runtime._context`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The conversation's own event loop, in a dedicated thread: started by the first turn, given the
 turns' coroutines (in a copy of the caller's context), stopped by ``close()`` / ``aclose()``.
-A mixin of :class:`shortlist.runtime.conversation.Conversation`, whose ``_aclose`` releases its
+A mixin of :class:`shortlist.runtime._conversation.Conversation`, whose ``_aclose`` releases its
 resources on that loop before it stops.
 """
 

@@ -1,6 +1,6 @@
 """The checks the chat models make: how many tool calls an answer carries (and the cap on them),
 positive settings, a provider's error message, which API a request is shaped for, Anthropic beta
-flags. Used by :mod:`shortlist.runtime.model`, which re-exports :func:`count_tool_calls`.
+flags. Used by :mod:`shortlist.runtime._model`, which re-exports :func:`count_tool_calls`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the model is offered each round of a turn: the catalog's candidates and definitions, the
 prompt's tools and the deferred ones, how a search result carries the tools it found, the token
 counts of the tools and of what is behind them, and the signals that explain a prefix break.
-A mixin of :class:`shortlist.runtime.conversation.Conversation`.
+A mixin of :class:`shortlist.runtime._conversation.Conversation`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,16 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from shortlist._tokens import count_tokens, tool_text
+from shortlist._types import Candidate, candidate_group
 from shortlist.errors import ConfigError
-from shortlist.offer import (
-    OFFER_POLICIES,
-    OfferPolicy,
-    ToolSession,
-    default_policy,
-)
-from shortlist.offer.bridge import uses_bridge
-from shortlist.runtime._pack import Pack
-from shortlist.runtime.context import (
+from shortlist.offer import OfferPolicy, ToolSession
+from shortlist.offer._bridge import uses_bridge
+from shortlist.offer._policies import OFFER_POLICIES, default_policy
+from shortlist.runtime._context import (
     HistoryWindow,
 )
-from shortlist.runtime.formats import (
+from shortlist.runtime._formats import (
     CALL_TOOL,
     FIND_TOOLS,
     TOOL_LOADINGS,
@@ -32,14 +29,13 @@ from shortlist.runtime.formats import (
     ToolLoading,
     namespace_name,
 )
-from shortlist.runtime.grounding import Grounding
-from shortlist.runtime.tools import Tool
-from shortlist.selection.narrowing import is_wildcard
-from shortlist.tokens import count_tokens, tool_text
-from shortlist.types import Candidate, candidate_group
+from shortlist.runtime._grounding import Grounding
+from shortlist.runtime._pack import Pack
+from shortlist.runtime._tools import Tool
+from shortlist.selection._narrowing import is_wildcard
 
 if TYPE_CHECKING:
-    from shortlist.runtime.capabilities import Capabilities
+    from shortlist.runtime._capabilities import Capabilities
 
 __all__ = ["OfferedTools", "resolve_loading"]
 

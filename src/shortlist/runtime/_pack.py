@@ -1,5 +1,5 @@
 """What an agent is (:class:`Pack`) and the tool names its host tools may not take (the runtime's own).
-Re-exported by :mod:`shortlist.runtime.conversation`.
+Re-exported by :mod:`shortlist.runtime._conversation`.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from shortlist.errors import ConfigError
-from shortlist.offer import SEARCH_TOOL_NAME
-from shortlist.offer.bridge import CALL_TOOL_NAME
-from shortlist.runtime.tools import Tool
+from shortlist.offer._bridge import CALL_TOOL_NAME
+from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.runtime._tools import Tool
 
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
     from shortlist.memory import MemoryStore
-    from shortlist.retrieval.inject import ContextRetriever
+    from shortlist.retrieval._inject import ContextRetriever
     from shortlist.skills import Skill, SkillSource
 
 __all__ = ["RESERVED_TOOL_NAMES", "RESERVED_TOOL_PREFIXES", "Pack", "check_reserved"]

@@ -4,7 +4,7 @@ Providers cache a request by prefix, tools → system → messages. :class:`Pref
 for every request, whether the previous request's parts are a prefix of it and, when not, which
 part broke it (``tools``, ``system``, ``history``) and why (the first of the runtime's signals
 for that part that changed), emitting :class:`PrefixBroken`. Re-exported by
-:mod:`shortlist.runtime.context`.
+:mod:`shortlist.runtime._context`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from shortlist.events import Event, emit
+from shortlist._events import Event, emit
 
 if TYPE_CHECKING:
-    from shortlist.runtime.formats import Format
+    from shortlist.runtime._formats import Format
 
 __all__ = ["PrefixBroken", "PrefixCheck", "PrefixPart", "PrefixTracker"]
 

@@ -1,6 +1,6 @@
 """The model's tool calls in a turn: ``find_tools`` by the session's search, the ``call_tool`` bridge,
 host, MCP and runtime tools, the prefetched searches, and what the turn teaches (the session's
-co-usage, the pack's feedback log). A mixin of :class:`shortlist.runtime.conversation.Conversation`;
+co-usage, the pack's feedback log). A mixin of :class:`shortlist.runtime._conversation.Conversation`;
 a failing step is an event, never a failed turn.
 """
 
@@ -12,23 +12,21 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from shortlist.events import emit
-from shortlist.offer import (
-    PREFETCH_QUERY,
-    SEARCH_TOOL_NAME,
-    Offer,
-)
-from shortlist.offer.bridge import CALL_TOOL_NAME, check_bridge_call
-from shortlist.runtime._offered import OfferedTools
-from shortlist.runtime._pack import RESERVED_TOOL_PREFIXES, Pack
-from shortlist.runtime._turn_events import BridgeCallRefused, RuntimeStepFailed, ToolsPrefetched
-from shortlist.runtime.formats import (
+from shortlist._events import emit
+from shortlist._types import Query
+from shortlist.offer import Offer
+from shortlist.offer._bridge import CALL_TOOL_NAME, check_bridge_call
+from shortlist.offer._policies import PREFETCH_QUERY
+from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.runtime._formats import (
     ToolCall,
     search_result_content,
 )
-from shortlist.runtime.report import ToolCallRecord, TurnReport
-from shortlist.selection.cousage import CoUsage
-from shortlist.types import Query
+from shortlist.runtime._offered import OfferedTools
+from shortlist.runtime._pack import RESERVED_TOOL_PREFIXES, Pack
+from shortlist.runtime._report import ToolCallRecord, TurnReport
+from shortlist.runtime._turn_events import BridgeCallRefused, RuntimeStepFailed, ToolsPrefetched
+from shortlist.selection._cousage import CoUsage
 
 __all__ = ["ToolCalls", "co_usage_of", "elapsed"]
 

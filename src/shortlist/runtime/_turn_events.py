@@ -1,5 +1,5 @@
 """The events of a runtime turn that went on without a step: a failed step, a refused ``call_tool``,
-tools prefetched. Re-exported by :mod:`shortlist.runtime.conversation`.
+tools prefetched. Re-exported by :mod:`shortlist.runtime._conversation`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import ClassVar
 
-from shortlist.events import Event
+from shortlist._events import Event
 
 __all__ = ["BridgeCallRefused", "RuntimeStepFailed", "ToolsPrefetched"]
 

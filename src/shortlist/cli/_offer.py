@@ -1,0 +1,115 @@
+"""``shortlist offer``: decide one turn's tool offer of a conversation, statelessly.
+
+The CLI face of :mod:`shortlist.offer`, like ``POST /v1/offer``: it reads the
+previous turn's offer state (``--state FILE``), decides this turn's offer (or, with
+``--search``, runs the model's ``find_tools`` search) and prints the offer with the new state,
+which the caller passes back next turn (``--save-state FILE`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from shortlist.cli._output import write_json, write_text
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``offer`` subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "offer",
+        help="decide a conversation turn's tool offer (per_turn, stable, deferred)",
+        description="Print the tools block, what is prefetched and what stays deferred for this turn of a "
+        "conversation, and the offer state to pass back next turn. Without --catalog, the bundled "
+        "38-tool example catalog is used.",
+    )
+    p.add_argument("query", metavar="QUERY", nargs="?", help="the turn's user message (or use --messages)")
+    p.add_argument("--messages", help="a JSON file of OpenAI chat messages; the latest user message is ranked")
+    p.add_argument("--catalog", help="tool definitions (OpenAI, Anthropic, MCP, candidates)")
+    p.add_argument("--selector", help="selector name (default: the config's binding, else the default)")
+    p.add_argument("--config", help="runtime.yaml")
+    p.add_argument(
+        "--format",
+        choices=["openai", "anthropic", "openai-responses"],
+        default="openai",
+        help="the request format the conversation is sent in; it decides the default policy (default openai)",
+    )
+    p.add_argument(
+        "--policy",
+        choices=["per_turn", "stable", "deferred"],
+        help="the offer policy (default: the format's: deferred; openai calls found tools through call_tool)",
+    )
+    p.add_argument("--k", type=int, default=5, help="tools ranked per turn (default 5)")
+    p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 3)")
+    p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
+    p.add_argument("--prefix-tokens", type=int, default=0, help="system prompt + history behind the block")
+    p.add_argument("--state", help="the previous turn's offer state (JSON file); absent: the first turn")
+    p.add_argument("--save-state", help="write the new offer state to this file")
+    p.add_argument("--search", metavar="QUERY", help="run the model's find_tools search instead of a turn")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _read_json(path: str, what: str) -> Any:
+    from shortlist.errors import CatalogError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"{path}: cannot read the {what}: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``shortlist offer``."""
+    from shortlist.adapters._catalog import load_catalog
+    from shortlist.errors import ConfigError
+    from shortlist.offer import OfferState, ToolSession
+    from shortlist.offer._bridge import offer_json
+    from shortlist.offer._policies import default_policy
+    from shortlist.selection._facade import DEFAULT, Shortlist
+
+    if (args.query is None) == (args.messages is None) and args.search is None:
+        raise ConfigError("offer needs exactly one of QUERY or --messages (or --search QUERY)")
+    if args.k < 0 or args.hot < 0 or args.prefix_tokens < 0 or (args.prefetch is not None and args.prefetch < 0):
+        raise ConfigError("--k, --prefetch, --hot and --prefix-tokens must be >= 0")
+    if args.catalog:
+        catalog = load_catalog(args.catalog)
+    else:
+        with resources.as_file(resources.files("shortlist.data") / "example_tools.json") as path:
+            catalog = load_catalog(path)
+    state = OfferState.from_dict(_read_json(args.state, "offer state")) if args.state else OfferState()
+    with Shortlist(catalog, selector=args.selector or DEFAULT, config=args.config) as sl:
+        policy = args.policy or default_policy(args.format)
+        session = ToolSession(sl, policy=policy, k=args.k, prefetch=args.prefetch, hot=args.hot, state=state)
+        if args.search is not None:
+            found = session.search(args.search, prefix_tokens=args.prefix_tokens)
+            out: dict[str, Any] = {
+                "tools": [{"id": c.id, "description": c.description} for c in found],
+                "state": session.state.to_dict(),
+            }
+        else:
+            query = args.query if args.messages is None else _read_json(args.messages, "messages")
+            if not isinstance(query, str) and (
+                not isinstance(query, list) or not all(isinstance(m, dict) for m in query)
+            ):
+                raise ConfigError(f"{args.messages}: messages must be a JSON list of message objects")
+            out = offer_json(session.offer(query, prefix_tokens=args.prefix_tokens), args.format)
+    if args.save_state:
+        Path(args.save_state).write_text(json.dumps(out["state"]) + "\n", encoding="utf-8")
+    if args.json:
+        write_json(out)
+    elif args.search is not None:
+        write_text("\n".join([f"found {t['id']}" for t in out["tools"]] or ["found nothing"]))
+    else:
+        block = [*out["block"], *(t["name"] for t in out["fixed_tools"])]  # find_tools (and call_tool) too
+        lines = [f"block     {' '.join(block) or '-'}"]
+        lines.append(f"prefetch  {' '.join(out['prefetched']) or '-'}")
+        lines.append(f"loaded    {len(out['loaded'])}, deferred {len(out['deferred'])}")
+        lines.append(f"-- {out['policy']}: {out['reason']}{' (block changed)' if out['changed'] else ''}")
+        write_text("\n".join(lines))
+    return 0

@@ -1,0 +1,376 @@
+"""The offer policies: which tools a conversation's request carries this turn, one small function each.
+
+* ``per_turn``: narrow on the latest user message every turn (the seed's behaviour; the tools
+  block changes whenever the ranking does).
+* ``stable``: the block is the pins, the search tool and the first turn's top ``k``; it changes
+  only when a search found a tool the model needs, or when re-writing the cached prefix costs
+  less than the search it saves; when carrying the whole catalog is cheaper than the changes
+  narrowing will force (a long history), the whole catalog joins once.
+* ``deferred``: the block (pins and the search tool, plus the first turn's ``hot`` top tools)
+  never changes; each turn the likely tools are *prefetched* into the history, after the cached
+  prefix, and the model searches for the rest.
+
+:func:`decide_offer` is pure: a function of the :class:`~shortlist.offer._state.OfferState` the
+client carries and the turn's query. :func:`default_policy` is the one place that says which
+policy a conversation in a given request format uses when none is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from shortlist._events import EventHook, emit
+from shortlist._types import Candidate, Query, TurnSelection, candidate_group
+from shortlist.errors import ConfigError
+from shortlist.offer._prices import ROUND_TRIP_TOKENS, Prices, widened
+from shortlist.offer._state import Offer, OfferChanged, OfferState, binding_hooks, bump, repaired
+from shortlist.selection._cousage import CoUsage
+
+if TYPE_CHECKING:
+    from shortlist.selection._facade import Shortlist
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_PREFETCH",
+    "DEFAULT_PREFETCH_FLAT",
+    "DEFAULT_PREFETCH_MAX",
+    "DEFAULT_SUITE_BOOST",
+    "FORMAT_POLICIES",
+    "OFFER_POLICIES",
+    "PREFETCH_QUERY",
+    "OfferPolicy",
+    "check_policy",
+    "decide_offer",
+    "default_policy",
+    "suite_reranked",
+]
+
+OfferPolicy = Literal["per_turn", "stable", "deferred"]
+#: Every policy name, in the order the evaluation reports them.
+OFFER_POLICIES: tuple[str, ...] = get_args(OfferPolicy)
+#: The policy when no request format is known (a :class:`~shortlist.offer.ToolSession` of the
+#: library): it measured best on cost and completeness in the conversation replay.
+DEFAULT_POLICY: OfferPolicy = "deferred"
+#: The policy per request format, when none is named: ``deferred`` everywhere. Anthropic's
+#: Messages API defers tools (``defer_loading`` + ``tool_reference``) and so does the Responses
+#: API (client ``tool_search`` over deferred functions); chat completions cannot defer, so found
+#: tools are called through the fixed ``find_tools`` + ``call_tool`` bridge
+#: (:mod:`shortlist.offer._bridge`) and the block never changes either. Measured on the
+#: development conversations (docs/evaluation.md): the bridge costs 0.44x ``stable`` with no prior
+#: history and 0.68x at 20k tokens, and completes more turns (0.976 against 0.971).
+FORMAT_POLICIES: Mapping[str, OfferPolicy] = {
+    "anthropic": "deferred",
+    "openai": "deferred",
+    "openai-responses": "deferred",
+}
+#: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
+DEFAULT_PREFETCH = 3
+#: ``deferred``: the most tools prefetched when the top of the ranking is flat, and how close to
+#: the first tool's score "flat" is. Measured on the development large catalog (1,004 tools) and
+#: the 128-tool set (docs/evaluation.md, "At scale"): both complete more turns for less.
+DEFAULT_PREFETCH_MAX = 6
+DEFAULT_PREFETCH_FLAT = 0.05
+#: What a tool of a server or suite the conversation already called gains on its score before the
+#: prefetch is chosen (in the default hybrid's score units; a search takes it as an option, off).
+DEFAULT_SUITE_BOOST = 0.3
+#: The query of the synthetic ``find_tools`` call that carries a turn's prefetched tools (a
+#: label for the model: the user's message is right above it, so it is not repeated).
+PREFETCH_QUERY = "tools for the request above"
+
+
+def default_policy(fmt: str | None = None) -> OfferPolicy:
+    """The offer policy a conversation in request format ``fmt`` uses unless told otherwise.
+
+    ``"anthropic"``, ``"openai-responses"`` and ``"openai"`` (chat completions, through the
+    ``call_tool`` bridge): ``deferred``; None:
+    :data:`DEFAULT_POLICY`. Runtime, ``/v1/offer``, ``shortlist offer`` all ask here.
+
+    Raises:
+        ConfigError: an unknown format.
+    """
+    if fmt is None:
+        return DEFAULT_POLICY
+    try:
+        return FORMAT_POLICIES[fmt]
+    except KeyError:
+        raise ConfigError(f"request format must be one of {', '.join(FORMAT_POLICIES)}, not {fmt!r}") from None
+
+
+def check_policy(policy: str) -> OfferPolicy:
+    """``policy`` when it names an offer policy.
+
+    Raises:
+        ConfigError: it does not.
+    """
+    if policy not in OFFER_POLICIES:
+        raise ConfigError(f"offer policy must be one of {', '.join(OFFER_POLICIES)}, not {policy!r}")
+    return policy  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One decision's inputs, and its ranking once asked (a policy asks at most what it needs)."""
+
+    shortlist: Shortlist
+    query: str | Query | Sequence[Mapping[str, Any]]
+    eligible: tuple[Candidate, ...]
+    by_id: dict[str, Candidate]  # the eligible candidates by id
+    state: OfferState  # repaired: only tools the catalog holds
+    previous_block: tuple[str, ...]
+    k: int | None
+    hooks: Sequence[EventHook]
+
+    @property
+    def first(self) -> bool:
+        return self.state.turns == 0
+
+    def select(self, depth: int = 0) -> TurnSelection:
+        """The turn's ranking: ``k`` deep, or ``depth`` when that is deeper (prefetch looks further)."""
+        k = max(self.k or 0, depth) if depth else self.k
+        return self.shortlist.select(self.query, self.eligible, k=k, hooks=self.hooks)
+
+    def narrowed(self) -> tuple[TurnSelection, tuple[str, ...], str]:
+        """Narrow this turn: the selection, its block and the reason (``first_turn`` on turn one)."""
+        turn = self.select()
+        reason = "narrowed" if turn.narrowed else f"fallback:{turn.fallback}"
+        if self.first and turn.narrowed:
+            reason = "first_turn"
+        return turn, turn.ids, reason
+
+    def kept(self) -> tuple[tuple[str, ...], str]:
+        """The previous block, and whether the catalog changed it."""
+        return self.state.block, ("unchanged" if self.state.block == self.previous_block else "catalog_changed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    prefix_tokens: int
+    prices: Prices
+    prefetch: int
+    co_usage: CoUsage | None
+    horizon: int
+    hot: int
+    prefetch_max: int
+    prefetch_flat: float
+    suite_boost: float
+
+
+#: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked)
+#: and the tools prefetched into the history.
+_Decision = tuple[tuple[str, ...], str, TurnSelection | None, tuple[str, ...]]
+
+
+def _per_turn(t: _Turn, o: _Options) -> _Decision:
+    turn, block, reason = t.narrowed()
+    return block, reason, turn, ()
+
+
+def _stable(t: _Turn, o: _Options) -> _Decision:
+    if t.first:
+        turn, block, reason = t.narrowed()
+        if turn.narrowed:
+            block, reason = widened(block, t.eligible, reason, o.prefix_tokens, o.prices, o.horizon)
+        return block, reason, turn, ()
+    block, reason = t.kept()
+    turn = t.select()
+    available = set(t.state.available)
+    new = tuple(i for i in turn.ranked if i not in available)
+    # the top-ranked tool missing from the block is the one a search would have to find
+    p_needed = 1.0 if turn.ranked and turn.ranked[0] in new else 0.0
+    if new and o.prices.worth_changing(o.prefix_tokens, p_needed=p_needed, round_trip_tokens=ROUND_TRIP_TOKENS):
+        return t.state.block + new, "worth_changing", turn, ()
+    return block, reason, None, ()
+
+
+def _deferred(t: _Turn, o: _Options) -> _Decision:
+    selection: TurnSelection | None = None
+    if t.first:
+        selection, block, reason = t.narrowed()
+        if selection.narrowed:  # the fixed block: pins and the ``hot`` top tools
+            keep = set(selection.pinned) | set(selection.ranked[: o.hot])
+            block = tuple(i for i in block if i in keep)
+    else:
+        block, reason = t.kept()
+    prefetched: tuple[str, ...] = ()
+    if o.prefetch > 0:
+        deep = o.suite_boost > 0 or o.prefetch_max > o.prefetch
+        turn = selection = selection or t.select(RERANK_DEPTH if deep else 0)
+        if turn.narrowed and _informative(turn):
+            available = set(t.state.available) | set(block)
+            ranked = _likely(turn, t, o) if deep else list(turn.ranked[: o.prefetch])
+            prefetched = tuple(i for i in ranked if i not in available)
+            if o.co_usage is not None:  # tools usually called with the likely ones, never named
+                exclude = available | set(prefetched)
+                companions = o.co_usage.companions(ranked, exclude=exclude)
+                prefetched += tuple(i for i in companions if i in t.by_id)
+    return block, reason, selection, prefetched
+
+
+def suite_reranked(
+    turn: TurnSelection, by_id: Mapping[str, Candidate], used: Sequence[str], boost: float
+) -> tuple[list[str], dict[str, float]]:
+    """``turn``'s ranking with ``boost`` added to the tools of a server or suite among ``used``'s.
+
+    Returns the new order (ties keep the ranking's order) and the boosted scores.
+    """
+    scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
+    if boost > 0 and used:
+        groups = {candidate_group(by_id[i]) for i in used if i in by_id} - {None}
+        for i in scores:
+            if candidate_group(by_id[i]) in groups:
+                scores[i] += boost
+    return sorted(turn.ranked, key=lambda i: -scores[i]), scores
+
+
+#: How deep the ranking is read when the servers in use or a flat top may reorder or widen the
+#: prefetch.
+RERANK_DEPTH = 20
+
+
+def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
+    """The turn's likely tools, ``prefetch`` of them, more while the top is flat.
+
+    The conversation's own evidence weighs in: a tool of a server (suite, MCP server, namespace)
+    whose tools the conversation already called gains ``suite_boost`` on its score, so a plain
+    ``cd`` of the file system in use outranks a verbose tool of a server never touched. Then the
+    top ``prefetch`` are loaded, and up to ``prefetch_max`` while a tool scores within
+    ``prefetch_flat`` of the first: a flat top means the ranking cannot tell, and recall is cheaper
+    than a search round trip.
+    """
+    order, scores = suite_reranked(turn, t.by_id, t.state.called, o.suite_boost)
+    n = min(o.prefetch, len(order))
+    top = scores[order[0]] if order else 0.0
+    while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
+        n += 1
+    return order[:n]
+
+
+_POLICIES: dict[str, Callable[[_Turn, _Options], _Decision]] = {
+    "per_turn": _per_turn,
+    "stable": _stable,
+    "deferred": _deferred,
+}
+
+
+def decide_offer(
+    shortlist: Shortlist,
+    state: OfferState,
+    query: str | Query | Sequence[Mapping[str, Any]],
+    *,
+    policy: OfferPolicy,
+    candidates: Sequence[Candidate] | None = None,
+    k: int | None = None,
+    prefix_tokens: int = 0,
+    prices: Prices | None = None,
+    prefetch: int = 0,
+    co_usage: CoUsage | None = None,
+    horizon: int = 5,
+    hot: int = 0,
+    prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
+    prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
+    suite_boost: float = DEFAULT_SUITE_BOOST,
+    hooks: Sequence[EventHook] = (),
+) -> Offer:
+    """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
+
+    Args:
+        shortlist: the binding (catalog, selector, pins) to narrow with.
+        state: what was offered and called so far (``OfferState()`` on the first turn).
+        query: the turn's text, a :class:`Query`, or the conversation's messages.
+        policy: ``per_turn``, ``stable`` or ``deferred``.
+        candidates: the eligible candidates (default: the binding's catalog).
+        k: the most tools ranked into the block besides pins.
+        prefix_tokens: the tokens behind the tools block (system prompt + history) that a
+            change would re-write; used by ``stable``.
+        prices: cache prices (default :class:`Prices`).
+        prefetch: ``deferred`` only: the most of this turn's top-ranked tools the runtime
+            loads into the history before the model call (no model call needed; 0: none).
+        co_usage: with ``prefetch``, also load the tools usually called with the likely ones.
+        hot: ``deferred``: how many of the first turn's top tools stay in the fixed block (0: the
+            block is the pins and the search tool; every other tool enters the history).
+        horizon: ``stable``: the model calls a conversation is expected to make from here;
+            when the prefix re-writes that narrowing is expected to force over that many calls
+            (:data:`~shortlist.offer._prices.MISS_RATE` of them) cost more than carrying the whole
+            catalog, ``stable`` offers the whole catalog instead of narrowing.
+        prefetch_max: ``deferred``: the most tools prefetched when the top of the ranking is
+            flat (None: ``prefetch``, never more).
+        prefetch_flat: ``deferred``: how close to the first tool's score a tool must be to be
+            prefetched beyond ``prefetch`` (up to ``prefetch_max``).
+        suite_boost: ``deferred``: added to the score of a tool whose server or suite
+            (:func:`~shortlist._types.candidate_group`) the conversation already called, before
+            the prefetch is chosen (0: the ranking's order; scores are in the selector's units,
+            the default is measured on the default hybrid).
+        hooks: extra event hooks for this call.
+    """
+    policy = check_policy(policy)
+    eligible = tuple(shortlist.catalog if candidates is None else candidates)
+    by_id = {c.id: c for c in eligible}
+    turn = _Turn(
+        shortlist=shortlist,
+        query=query,
+        eligible=eligible,
+        by_id=by_id,
+        state=repaired(shortlist, state, by_id.keys(), hooks),
+        previous_block=state.block,
+        k=k,
+        hooks=hooks,
+    )
+    prefetch = prefetch if policy == "deferred" else 0
+    options = _Options(
+        prefix_tokens,
+        prices or Prices(),
+        prefetch,
+        co_usage,
+        horizon,
+        hot,
+        max(prefetch, prefetch_max or 0),
+        prefetch_flat,
+        suite_boost,
+    )
+    block, reason, selection, prefetched = _POLICIES[policy](turn, options)
+    state = turn.state
+    loaded = tuple(i for i in (*state.loaded, *prefetched) if i in by_id and i not in block)
+    changed = not turn.first and block != turn.previous_block
+    new_state = replace(
+        state, block=block, loaded=loaded, turns=bump(state.turns), changes=bump(state.changes, 1 if changed else 0)
+    )
+    if changed:
+        emit(
+            OfferChanged(
+                policy=policy,
+                reason=reason,
+                added=tuple(i for i in block if i not in turn.previous_block),
+                removed=tuple(i for i in turn.previous_block if i not in block),
+                prefix_tokens=prefix_tokens,
+            ),
+            hooks=binding_hooks(shortlist, hooks),
+        )
+    search_tool = policy != "per_turn"
+    available = set(new_state.available)
+    deferred = tuple(c.id for c in eligible if c.id not in available) if search_tool else ()
+    return Offer(
+        policy=policy,
+        block=block,
+        loaded=loaded,
+        deferred=deferred,
+        search_tool=search_tool,
+        changed=changed,
+        reason=reason,
+        selection=selection,
+        prefetched=prefetched,
+        state=new_state,
+    )
+
+
+def _informative(turn: TurnSelection) -> bool:
+    """Whether a turn's ranking says which tools are likely (prefetch needs it).
+
+    A ranking whose scores are all the same non-positive value (BM25's 0.0 everywhere when no
+    tool shares a word with "thanks") is an arbitrary order: prefetching its head would load tools
+    the turn has nothing to do with. Ties at a positive score (two tools matching equally) are
+    information and still prefetch.
+    """
+    values = [turn.scores[i] for i in turn.ranked if i in turn.scores]
+    return not values or max(values) > min(values) or max(values) > 0

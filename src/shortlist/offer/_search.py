@@ -1,0 +1,167 @@
+"""The model's tool search, in one place: the tool's name and schema, and what a search returns.
+
+Every surface that lets a model ask for a tool it was not offered calls :func:`search_tools`:
+the runtime's and the integrations' ``find_tools``, ``POST /v1/offer/search`` and the MCP proxy.
+The bound selector ranks the catalog minus what the conversation can already call, so a search
+never returns a tool the model has and a repeated search pages on through the rest; a failing
+selector falls back to a dependency-free lexical ranking (never to the whole catalog, which would
+flood the history; when no tool shares a word with the query either, the search finds nothing).
+Each search is a :class:`ToolSearched` event, so hosts can record it in the feedback log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from shortlist._events import Event, EventHook, emit
+from shortlist._types import Candidate, Query
+from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
+from shortlist.offer._prices import Prices, widened
+from shortlist.offer._state import OfferChanged, OfferState, binding_hooks, bump, repaired
+from shortlist.selection._cousage import CoUsage
+from shortlist.selection._narrowing import narrow
+
+if TYPE_CHECKING:
+    from shortlist.selection._facade import Shortlist
+
+__all__ = [
+    "SEARCH_TOOL_DEFINITION",
+    "SEARCH_TOOL_DESCRIPTION",
+    "SEARCH_TOOL_NAME",
+    "SEARCH_TOOL_PARAMETERS",
+    "ToolSearch",
+    "ToolSearched",
+    "search_tools",
+]
+
+#: The name of the tool-search tool every surface offers (runtime, service, integrations, MCP proxy).
+SEARCH_TOOL_NAME = "find_tools"
+#: Its description and JSON Schema, as every request format and the cost model render it.
+SEARCH_TOOL_DESCRIPTION = (
+    "Search the tool catalog for tools that are not loaded yet. Describe the action you need; "
+    "the best matching tools become callable."
+)
+SEARCH_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "what the tool should do"}},
+    "required": ["query"],
+}
+#: The search tool as offered to the model (its definition is part of the tools block).
+SEARCH_TOOL_DEFINITION: dict[str, Any] = {
+    "name": SEARCH_TOOL_NAME,
+    "description": SEARCH_TOOL_DESCRIPTION,
+    "parameters": SEARCH_TOOL_PARAMETERS,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSearched(Event):
+    """The model searched for tools it was not offered (the in-turn escape hatch)."""
+
+    name: ClassVar[str] = "selection.tool_searched"
+    area: ClassVar[str] = "selection"
+    level: int = logging.INFO
+    query: str = ""
+    found: tuple[str, ...] = ()
+    fallback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSearch:
+    """What one search found and the state after it.
+
+    Attributes:
+        found: the tools found, best first (now available to the model), co-used ones after.
+        state: the conversation's state with them loaded (``deferred``) or in the block.
+        fallback: why the bound selector was not used (a lexical ranking was), or None.
+        selector: the selector that ranked (None when the lexical fallback did).
+        scores: the ranking's score per found id, when it gave scores.
+    """
+
+    found: tuple[Candidate, ...]
+    state: OfferState
+    fallback: str | None = None
+    selector: str | None = None
+    scores: dict[str, float] | None = None
+
+
+def search_tools(
+    shortlist: Shortlist,
+    state: OfferState,
+    query: str,
+    *,
+    policy: OfferPolicy,
+    candidates: Sequence[Candidate] | None = None,
+    k: int = 5,
+    co_usage: CoUsage | None = None,
+    prefix_tokens: int = 0,
+    prices: Prices | None = None,
+    horizon: int = 5,
+    suite_boost: float = 0.0,
+    hooks: Sequence[EventHook] = (),
+) -> ToolSearch:
+    """Rank the tools the model cannot call yet for ``query``; return them and the new state.
+
+    Under ``deferred`` the found tools are *loaded* (their definitions enter the history);
+    under ``stable`` and ``per_turn`` they join the tools block of the next request (a change
+    that re-writes ``prefix_tokens``; when carrying the whole catalog for ``horizon`` calls
+    costs less than the changes still expected, the whole catalog joins instead). With
+    ``co_usage``, the tools usually called with the found ones come along. ``suite_boost``: the
+    tools of the servers or suites the conversation called or loaded gain it before the top ``k``
+    are taken (the ranking is read deeper for it). Off by default: a search is usually for what the
+    servers in use lack, and with it on the 128-tool set completed 0.963 of turns instead of 0.976.
+    """
+    policy = check_policy(policy)
+    catalog = tuple(shortlist.catalog if candidates is None else candidates)
+    by_id = {c.id: c for c in catalog}
+    state = repaired(shortlist, state, by_id.keys(), hooks)
+    available = set(state.available)
+    pool = tuple(c for c in catalog if c.id not in available)
+    if not pool or not query.strip() or k <= 0:
+        emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
+        return ToolSearch((), state)
+    depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
+    turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
+    fallback, selector = turn.fallback, turn.selector
+    if turn.narrowed and suite_boost > 0:
+        # the servers of what the conversation called or can call (looked up in the whole catalog:
+        # the pool holds none of them)
+        order, scores = suite_reranked(turn, by_id, (*state.called, *state.available), suite_boost)
+        pinned = [c for c in turn.surfaced if c.id not in scores]
+        found = (*(by_id[i] for i in order), *pinned)[:k]  # pins after the ranking, as narrowing puts them
+    elif turn.narrowed:
+        found = turn.surfaced[:k]
+        scores = turn.scores
+    else:  # never flood the history with the whole catalog: a cheap lexical ranking instead
+        from shortlist.rankers._lexical import LexicalSelector
+
+        lexical = narrow(  # the binding's pins (live MCP tools are rankable there, as for the selector)
+            LexicalSelector(top_k=k),
+            Query(query, "tool", k),
+            pool,
+            shortlist.policy,
+            hooks=binding_hooks(shortlist, hooks),
+        )
+        # nothing shares a word with the query either: say so rather than return arbitrary tools
+        found, scores = (lexical.surfaced[:k], lexical.scores) if lexical.narrowed else ((), {})
+    if co_usage is not None and found:
+        seen = {c.id for c in found}
+        extra = co_usage.companions([c.id for c in found], exclude=available | seen)
+        found = (*found, *(by_id[i] for i in extra if i in by_id))
+    ids = tuple(c.id for c in found)
+    if policy == "deferred":
+        state = replace(state, loaded=state.loaded + ids)
+    elif ids:  # the found tools must join the tools block: a change, so make it the last one if cheaper
+        block, reason = widened(state.block + ids, pool, "search", prefix_tokens, prices or Prices(), horizon)
+        added = tuple(i for i in block if i not in state.block)
+        state = replace(state, block=block, changes=bump(state.changes))
+        emit(
+            OfferChanged(policy=policy, reason=reason, added=added, prefix_tokens=prefix_tokens),
+            hooks=binding_hooks(shortlist, hooks),
+        )
+    emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=binding_hooks(shortlist, hooks))
+    kept = {i: scores[i] for i in ids if i in scores}
+    return ToolSearch(tuple(found), state, fallback, None if fallback else selector, kept or None)

@@ -1,0 +1,300 @@
+"""``Shortlist``: the one-object entry point that library users, the CLI and the server share.
+
+It binds a catalog, a selector (by name, instance, or the runtime config's binding) and a
+narrowing policy, and answers :meth:`Shortlist.select` with a
+:class:`~shortlist.selection.TurnSelection` through :func:`~shortlist.selection.narrow`.
+
+Around a turn the candidates carry the usage examples of a feedback log when one is bound
+(``examples=`` or the config's ``selection.examples``), so every deployment gets them. A
+deadline (``selection.timeout_ms``, a selector's ``timeout_ms``) is a
+:class:`~shortlist.rankers._wrappers.TimeoutSelector`, which also keeps a ranker's start-up
+work (the model load, the catalog's embedding) outside it; :meth:`Shortlist.warm` does that
+work ahead of the first turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shortlist._config import RuntimeConfig, load_runtime_config
+from shortlist._events import EventHook
+from shortlist._types import Candidate, Query
+from shortlist.errors import ConfigError
+from shortlist.rankers._registry import DEFAULT_SELECTOR, SelectorRegistry
+from shortlist.rankers._wrappers import with_deadline
+from shortlist.selection._base import Selector
+from shortlist.selection._narrowing import (
+    DEFAULT_PIN_NAMESPACES,
+    NarrowingPolicy,
+    PinPolicy,
+    TurnSelection,
+    anarrow,
+    expand_tool_patterns,
+    live_tool_policy,
+    narrow,
+)
+from shortlist.selection._query import last_user_text
+
+if TYPE_CHECKING:
+    from shortlist.feedback._store import FeedbackStore
+
+__all__ = ["DEFAULT", "Shortlist", "expand_tool_patterns", "policy_from_config"]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: Use the config's binding for the kind, else the built-in default selector.
+DEFAULT: Any = _Default()
+_INHERIT: Any = _Default()
+
+logger = logging.getLogger("shortlist.selection")
+
+
+def policy_from_config(config: RuntimeConfig) -> NarrowingPolicy:
+    """Build the :class:`NarrowingPolicy` that ``spec.selection`` describes."""
+    sel = config.spec.selection
+    namespaces = tuple(sel.pin_namespaces) if sel.pin_namespaces is not None else DEFAULT_PIN_NAMESPACES
+    return NarrowingPolicy(
+        pins=PinPolicy(namespaces=namespaces, always_include=tuple(sel.always_include)),
+        order=sel.order,
+        on_abstain=sel.on_abstain,
+        timeout_s=sel.timeout_ms / 1000 if sel.timeout_ms else None,
+    )
+
+
+class Shortlist:
+    """Narrow a catalog per turn.
+
+    Args:
+        catalog: the eligible candidates (a sequence, or a path for
+            :func:`~shortlist.adapters.load_catalog`); may be given per call instead.
+        selector: a :class:`Selector`, a selector name (built-in type, config entry, or
+            ``exec:COMMAND``), ``None`` for no selector, or :data:`DEFAULT`.
+        config: a :class:`RuntimeConfig` or the path of a ``runtime.yaml``.
+        selectors: selectors registered in code, by name.
+        policy: the narrowing policy (default: from the config's ``spec.selection``).
+        kind: the default kind of query (``"tool"`` or ``"skill"``).
+        on_event: a hook called with every event of this object's turns.
+        examples: a feedback log (a :class:`~shortlist.feedback.FeedbackStore` or its file)
+            whose logged queries enrich the candidates as usage examples (default: the
+            config's ``selection.examples``, relative to the config file; None: none).
+    """
+
+    def __init__(
+        self,
+        catalog: Sequence[Candidate] | str | Path | None = None,
+        *,
+        selector: Selector | str | None = DEFAULT,
+        config: RuntimeConfig | str | Path | None = None,
+        selectors: Mapping[str, Selector] | None = None,
+        policy: NarrowingPolicy | None = None,
+        kind: str = "tool",
+        on_event: EventHook | None = None,
+        examples: FeedbackStore | str | Path | None = None,
+    ) -> None:
+        source = None
+        if isinstance(config, (str, Path)):
+            source = str(config)
+            config = load_runtime_config(config)
+        self.config = config or RuntimeConfig()
+        _apply_cache_config(self.config)
+        self.registry = SelectorRegistry(self.config, selectors=selectors, source=source)
+        self.policy = policy or policy_from_config(self.config)
+        self.kind = kind
+        self._hooks: tuple[EventHook, ...] = (on_event,) if on_event else ()
+        if isinstance(catalog, (str, Path)):
+            from shortlist.adapters._catalog import load_catalog
+
+            catalog = load_catalog(catalog)
+        self.catalog: tuple[Candidate, ...] = tuple(catalog or ())
+        self._selector_arg = selector
+        self._owns_registry = True
+        self._owns_examples = False
+        self.examples: FeedbackStore | None = None
+        configured = self.config.spec.selection.examples
+        if examples is None and configured:
+            where = Path(configured).expanduser()
+            if source is not None and not where.is_absolute():
+                where = Path(source).parent / where
+            examples = where
+        if examples is not None:
+            if isinstance(examples, (str, Path)):
+                from shortlist.feedback._store import FeedbackStore
+
+                if not Path(examples).is_file():
+                    raise ConfigError(
+                        f"examples: {examples}: no such feedback log (fill one with "
+                        "`shortlist feedback add|import --db PATH`)",
+                        source=source,
+                    )
+                self.examples, self._owns_examples = FeedbackStore(examples), True
+            else:
+                self.examples = examples
+
+    def selector_for(self, kind: str) -> Selector | None:
+        """The selector used for ``kind`` (resolved and initialised on first use)."""
+        arg = self._selector_arg
+        if arg is None or isinstance(arg, Selector):
+            return arg
+        if isinstance(arg, str):
+            return self.registry.get(arg)
+        bound = self.registry.skills_selector() if kind == "skill" else self.registry.tool_selector()
+        return bound or self.registry.get(DEFAULT_SELECTOR)
+
+    def check_selectors(self) -> None:
+        """Raise now if a selector this binding names does not resolve (nothing is built or loaded).
+
+        Raises:
+            ConfigError: no selector has that name (the message suggests the nearest).
+        """
+        arg = self._selector_arg
+        if arg is None or isinstance(arg, Selector):
+            return
+        if isinstance(arg, str):
+            self.registry.check(arg)
+        else:  # the config's bindings, as selector_for resolves them
+            spec = self.registry.config.spec
+            names = [spec.tool_selector, spec.skills.selector if spec.skills else None]
+            for name in [*[n for n in names if n], DEFAULT_SELECTOR]:
+                self.registry.check(name)
+
+    def tool_policy(self) -> NarrowingPolicy:
+        """This binding's policy for tools of live sources (runtime, MCP proxy, service).
+
+        Live MCP tools are narrowed like any tool; only wildcard entries (``mcp__srv__*``) pin
+        a server's tools (see :func:`~shortlist.selection._narrowing.live_tool_policy`).
+        """
+        return live_tool_policy(self.policy)
+
+    def derive(
+        self,
+        *,
+        selector: Selector | str | None = _INHERIT,
+        policy: NarrowingPolicy | None = None,
+        kind: str | None = None,
+        catalog: Sequence[Candidate] | None = None,
+    ) -> Shortlist:
+        """A sibling binding over the same config and selector registry (nothing is re-initialised).
+
+        Unset arguments are inherited. The runtime binds its tool and skill selectors this way:
+        one registry, so a selector named twice is built once. Closing the sibling closes
+        nothing; close the parent.
+        """
+        twin = object.__new__(Shortlist)
+        twin.config = self.config
+        twin.registry = self.registry
+        twin.policy = policy or self.policy
+        twin.kind = kind or self.kind
+        twin._hooks = self._hooks
+        twin.catalog = tuple(self.catalog if catalog is None else catalog)
+        twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
+        twin._owns_registry = False
+        twin.examples = self.examples
+        twin._owns_examples = False
+        return twin
+
+    def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
+        if isinstance(query, Query):
+            return query
+        text = query if isinstance(query, str) else last_user_text(query)
+        return Query(text=text, kind=kind or self.kind, k=k if k is not None else self.config.spec.selection.k)
+
+    def select(
+        self,
+        query: str | Query | Sequence[Mapping[str, Any]],
+        candidates: Sequence[Candidate] | None = None,
+        *,
+        kind: str | None = None,
+        k: int | None = None,
+        hooks: Sequence[EventHook] = (),
+    ) -> TurnSelection:
+        """Decide what surfaces for this turn.
+
+        Args:
+            query: the user's text, a :class:`Query`, or the conversation's messages (the
+                latest user message is used).
+            candidates: the eligible candidates this turn (default: the bound catalog).
+            kind: ``"tool"`` or ``"skill"`` (default: this object's kind).
+            k: the most ids to surface besides pins (0: the selector's default).
+            hooks: extra event hooks for this call (besides this object's ``on_event``).
+        """
+        q = self._query(query, kind, k)
+        selector = self.selector_for(q.kind)
+        cands = self._candidates(candidates, q.kind)
+        return narrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
+
+    async def aselect(
+        self,
+        query: str | Query | Sequence[Mapping[str, Any]],
+        candidates: Sequence[Candidate] | None = None,
+        *,
+        kind: str | None = None,
+        k: int | None = None,
+        hooks: Sequence[EventHook] = (),
+    ) -> TurnSelection:
+        """Async twin of :meth:`select`."""
+        q = self._query(query, kind, k)
+        selector = self.selector_for(q.kind)
+        cands = self._candidates(candidates, q.kind)
+        return await anarrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
+
+    def enrich(self, candidates: Sequence[Candidate], *, kind: str | None = None) -> Sequence[Candidate]:
+        """``candidates`` with the bound feedback log's usage examples (themselves when none is bound)."""
+        if self.examples is not None and candidates:
+            return self.examples.enrich(candidates, kind=kind)
+        return candidates
+
+    def _candidates(self, candidates: Sequence[Candidate] | None, kind: str | None = None) -> Sequence[Candidate]:
+        return self.enrich(self.catalog if candidates is None else candidates, kind=kind)
+
+    def warm(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> None:
+        """Build the selector for ``kind`` and prepare it for ``candidates`` (default: the catalog).
+
+        The selector's :meth:`~shortlist.selection._base.Selector.prepare` runs untimed: a
+        built-in ranker loads its model and indexes the candidates; other selectors are only
+        built. Raises what building raises (:class:`~shortlist.errors.ConfigError`); a failing
+        warm-up is logged, and the turn that follows falls back observably as it would anyway.
+        """
+        kind = kind or self.kind
+        selector = self.selector_for(kind)
+        cands = self._candidates(candidates, kind)
+        if selector is None or not cands:
+            return
+        try:  # under the policy's deadline, as a turn is: the turn then knows this catalog is prepared
+            with_deadline(selector, self.policy.timeout_s).prepare(cands)
+        except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
+            logger.debug("warm-up of selector %s failed: %s", selector.name, exc)
+
+    @property
+    def hooks(self) -> tuple[EventHook, ...]:
+        """This binding's own event hooks (its ``on_event``), for code that emits on its behalf."""
+        return self._hooks
+
+    def close(self) -> None:
+        """Close the selectors this object built (external processes, connections)."""
+        if self._owns_registry:
+            self.registry.close()
+        if self._owns_examples and self.examples is not None:
+            self.examples.close()
+
+    def __enter__(self) -> Shortlist:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _apply_cache_config(config: RuntimeConfig) -> None:
+    """Make the config's ``spec.cache`` (directory, bound) this process's embedding cache settings."""
+    cache = config.spec.cache
+    if cache is None or (cache.dir is None and cache.max_mb is None):
+        return
+    from shortlist.embeddings._cache import configure_cache
+
+    configure_cache(directory=cache.dir, max_mb=cache.max_mb)
