@@ -34,12 +34,12 @@ from typing import Any  # noqa: E402
 from shortlist._tokens import CachedCounter, TiktokenCounter  # noqa: E402
 from shortlist.reduction import (  # noqa: E402
     ContextFragment,
-    ContextSelector,
     ReductionStage,
     newest_first_selector,
     openai_to_fragments,
     relevance_selector,
 )
+from shortlist.reduction._contract import ContextSelector  # noqa: E402
 
 SEED = 20261130
 

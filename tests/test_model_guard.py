@@ -87,8 +87,14 @@ def test_the_reranker_refuses_a_remote_endpoint() -> None:
 
 
 def test_testing_reexports_the_guard() -> None:
-    for name in ("allow_model_requests", "block_model_requests", "is_test_double", "model_requests_blocked"):
+    for name in ("allow_model_requests", "block_model_requests"):
         assert getattr(testing, name) is getattr(model_guard, name)
+
+
+def test_the_guards_other_names_left_testing_with_a_warning() -> None:
+    for name in ("is_test_double", "model_requests_blocked"):
+        with pytest.warns(DeprecationWarning, match=rf"shortlist.testing.{name} is deprecated"):
+            assert getattr(testing, name) is getattr(model_guard, name)
 
 
 def test_production_code_does_not_import_shortlist_testing() -> None:

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from shortlist._config import RuntimeConfig, load_runtime_config
-    from shortlist._events import Event, add_event_hook, event_hooks, remove_event_hook
-    from shortlist._tokens import count_tokens, tool_tokens
+    from shortlist._events import Event, add_event_hook, remove_event_hook
+    from shortlist._tokens import tool_tokens
     from shortlist._types import Candidate, Query, Selection
     from shortlist.adapters._catalog import load_catalog
     from shortlist.errors import ShortlistError
@@ -41,8 +41,6 @@ __all__ = [
     "__version__",
     "add_event_hook",
     "anarrow",
-    "count_tokens",
-    "event_hooks",
     "load_catalog",
     "load_runtime_config",
     "narrow",
@@ -67,8 +65,6 @@ _LAZY: dict[str, str] = {
     "TurnSelection": "shortlist.selection._narrowing",
     "add_event_hook": "shortlist._events",
     "anarrow": "shortlist.selection._narrowing",
-    "count_tokens": "shortlist._tokens",
-    "event_hooks": "shortlist._events",
     "load_catalog": "shortlist.adapters._catalog",
     "load_runtime_config": "shortlist._config",
     "narrow": "shortlist.selection._narrowing",
@@ -78,6 +74,8 @@ _LAZY: dict[str, str] = {
 
 # names public here until 0.2 -> (the module that defines them, their public home); they warn
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "count_tokens": ("shortlist._tokens", None),
+    "event_hooks": ("shortlist._events", None),
     "CatalogError": ("shortlist.errors", "shortlist.errors"),
     "ConfigError": ("shortlist.errors", "shortlist.errors"),
     "ContextBudgetError": ("shortlist.errors", "shortlist.errors"),

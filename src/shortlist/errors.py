@@ -3,32 +3,37 @@
 ::
 
     ShortlistError
-    ├── ConfigError               a developer mistake (bad YAML, unknown name); always raised
-    ├── CatalogError              bad candidate input (unreadable file, duplicate ids, empty catalog)
-    │   ├── IndexIntegrityError   an index on disk is not what its manifest says (rebuild it)
-    │   └── MessageFormatError    a message list is not OpenAI chat or Anthropic messages input
-    ├── MissingDependencyError    an optional extra is not installed (also an ImportError)
-    ├── SelectorError             a selector failed; the turn falls back, never breaks
-    │   ├── SelectorTimeout       it ran past its deadline
-    │   ├── SelectorProtocolError it answered something that is not the wire protocol
-    │   └── SelectorProcessError  the external process could not start or exited non-zero
-    ├── DocumentTooDeep           a wire document nests too deep (also a ValueError)
-    ├── EmbeddingError            an embedding provider failed
-    ├── ModelError                a chat model endpoint failed or answered something unusable
-    ├── ModelRequestBlocked       a real (maybe paid) model request was refused inside a test suite
-    ├── MCPServerError            an MCP server could not be reached (after one reconnect)
-    ├── SkillToolError            a skill tool call failed; returned to the model as a tool error
-    ├── ContextBudgetError        a conversation cannot fit its budget without touching protected content
-    ├── ReductionCancelled        the reduction stage was cancelled through its signal
-    ├── CallBudgetExhausted       a reducer asked for a model call after the call budget was spent
-    ├── SummaryRejected           a compressor's parse rejected the model's summary
-    ├── MemoryScopeError          a memory operation named no valid scope
-    ├── MemoryValueError          a memory that could not be stored and returned (e.g. metadata too deep)
-    ├── MemoryStoreUnavailable    the memory database cannot be reached; retry later
-    ├── MemoryStoreFull           the memory database cannot grow (disk or quota full); the operator must act
-    └── MemoryStoreCorrupt        the memory database file is damaged; the operator must restore it
+    ├── UsageError                the caller's input or settings are wrong: fix the call (also a ValueError)
+    │   ├── ConfigError           a developer mistake (bad YAML, unknown name); always raised
+    │   ├── CatalogError          bad candidate input (unreadable file, duplicate ids, empty catalog)
+    │   │   ├── IndexIntegrityError  an index on disk is not what its manifest says (rebuild it)
+    │   │   └── MessageFormatError   a message list is not OpenAI chat or Anthropic messages input
+    │   ├── ContextBudgetError    a conversation cannot fit its budget without touching protected content
+    │   ├── DocumentTooDeep       a wire document nests too deep
+    │   ├── MemoryScopeError      a memory operation named no valid scope
+    │   ├── MemoryValueError      a memory that could not be stored and returned (e.g. metadata too deep)
+    │   └── SkillToolError        a skill tool call failed; returned to the model as a tool error
+    ├── OperationalError          something the call depends on failed: retry, fall back, or the operator acts
+    │   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
+    │   ├── SelectorError         a selector failed; the turn falls back, never breaks
+    │   │   ├── SelectorTimeout   it ran past its deadline
+    │   │   ├── SelectorProtocolError  it answered something that is not the wire protocol
+    │   │   └── SelectorProcessError   the external process could not start or exited non-zero
+    │   ├── EmbeddingError        an embedding provider failed
+    │   ├── ModelError            a chat model endpoint failed or answered something unusable
+    │   ├── ModelRequestBlocked   a real (maybe paid) model request was refused inside a test suite
+    │   ├── MCPServerError        an MCP server could not be reached (after one reconnect)
+    │   ├── MemoryStoreUnavailable  the memory database cannot be reached; retry later
+    │   ├── MemoryStoreFull       the memory database cannot grow (disk or quota full); the operator must act
+    │   └── MemoryStoreCorrupt    the memory database file is damaged; the operator must restore it
+    └── Interrupted               a run stopped on purpose, before its end: control flow, not a fault
+        ├── ReductionCancelled    the reduction stage was cancelled through its signal
+        ├── CallBudgetExhausted   a reducer asked for a model call after the call budget was spent
+        └── SummaryRejected       a compressor's parse rejected the model's summary
 
-Selector errors carry the selector name, the elapsed time and, for external processes,
+Catch a branch to handle a kind of failure: ``UsageError`` (and so ``ValueError``) for what the
+caller must change, ``OperationalError`` for what may pass or needs the operator, ``Interrupted``
+for a run that was stopped. Selector errors carry the selector name, the elapsed time and, for external processes,
 the tail of what the process wrote on stderr. Every class is defined here (the modules that
 raise them re-export them under their old names); none carries an HTTP status: the service
 maps error types to statuses (``shortlist.server._errors``).
@@ -40,7 +45,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "REBUILD_INDEX_HINT",
     "CallBudgetExhausted",
     "CatalogError",
     "ConfigError",
@@ -48,7 +52,7 @@ __all__ = [
     "DocumentTooDeep",
     "EmbeddingError",
     "IndexIntegrityError",
-    "IndexProblem",
+    "Interrupted",
     "MCPServerError",
     "MemoryScopeError",
     "MemoryStoreCorrupt",
@@ -59,6 +63,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelError",
     "ModelRequestBlocked",
+    "OperationalError",
     "ReductionCancelled",
     "SelectorError",
     "SelectorProcessError",
@@ -67,6 +72,7 @@ __all__ = [
     "ShortlistError",
     "SkillToolError",
     "SummaryRejected",
+    "UsageError",
 ]
 
 
@@ -74,7 +80,20 @@ class ShortlistError(Exception):
     """Root of every error shortlist raises on purpose."""
 
 
-class ConfigError(ShortlistError):
+class UsageError(ShortlistError, ValueError):
+    """The caller's input or settings are wrong; the message says what to change. Also a :class:`ValueError`."""
+
+
+class OperationalError(ShortlistError):
+    """Something the call depends on failed (a process, a server, a database, an extra): retry, fall back or
+    have the operator act."""
+
+
+class Interrupted(ShortlistError):
+    """A run stopped on purpose before its end (cancelled, out of budget, a result refused): control flow."""
+
+
+class ConfigError(UsageError):
     """A configuration mistake: names the source, the key path and the fix."""
 
     def __init__(self, message: str, *, source: str | None = None, path: str | None = None) -> None:
@@ -88,15 +107,15 @@ class ConfigError(ShortlistError):
         super().__init__(prefix + message)
 
 
-class CatalogError(ShortlistError):
+class CatalogError(UsageError):
     """Candidate input that cannot be used: unreadable, malformed, duplicated or empty."""
 
 
-class MissingDependencyError(ShortlistError, ImportError):
+class MissingDependencyError(OperationalError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
 
-class SelectorError(ShortlistError):
+class SelectorError(OperationalError):
     """A selector failed. The selection core turns this into an observable fallback."""
 
     def __init__(
@@ -125,11 +144,11 @@ class SelectorProcessError(SelectorError):
     """An external selector process failed to spawn or exited with a non-zero status."""
 
 
-class EmbeddingError(ShortlistError):
+class EmbeddingError(OperationalError):
     """An embedding provider failed or returned vectors of the wrong count or shape."""
 
 
-class ContextBudgetError(ShortlistError):
+class ContextBudgetError(UsageError):
     """The budget cannot be met without touching protected content.
 
     Attributes:
@@ -143,11 +162,11 @@ class ContextBudgetError(ShortlistError):
         super().__init__(message)
 
 
-class MemoryScopeError(ShortlistError):
+class MemoryScopeError(UsageError):
     """A memory operation was given an invalid scope."""
 
 
-class MemoryValueError(ShortlistError, ValueError):
+class MemoryValueError(UsageError):
     """A memory holds a value that could not be stored and returned intact.
 
     Raised before anything is stored: metadata nested too deep, too large, with non-string
@@ -155,15 +174,15 @@ class MemoryValueError(ShortlistError, ValueError):
     """
 
 
-class MemoryStoreUnavailable(ShortlistError):
+class MemoryStoreUnavailable(OperationalError):
     """The memory database cannot be reached (or the connection broke mid-operation); retry later."""
 
 
-class MemoryStoreFull(ShortlistError):
+class MemoryStoreFull(OperationalError):
     """The memory database cannot grow: its disk (or quota, or ``max_page_count``) is full; nothing was written."""
 
 
-class MemoryStoreCorrupt(ShortlistError):
+class MemoryStoreCorrupt(OperationalError):
     """The memory database file is damaged (SQLite reports it malformed or not a database)."""
 
 
@@ -203,10 +222,10 @@ class MessageFormatError(CatalogError):
     """A message list is not valid OpenAI chat or Anthropic messages input."""
 
 
-class DocumentTooDeep(ShortlistError, ValueError):
+class DocumentTooDeep(UsageError):
     """A document nests arrays and objects deeper than ``limit`` levels (the wire protocol's ``MAX_DEPTH``).
 
-    A :class:`ValueError`, so every caller that refuses a bad document refuses this one too
+    A :class:`UsageError`, so a :class:`ValueError`: every caller that refuses a bad document refuses this one too
     (the exec-selector answers it in-band, the wire route answers 422 ``too_deep``).
     """
 
@@ -215,11 +234,11 @@ class DocumentTooDeep(ShortlistError, ValueError):
         self.limit = limit
 
 
-class ModelError(ShortlistError):
+class ModelError(OperationalError):
     """The model endpoint failed or answered something unusable."""
 
 
-class ModelRequestBlocked(ShortlistError):
+class ModelRequestBlocked(OperationalError):
     """A model, embedder or reranker was about to call a non-local endpoint inside a test suite.
 
     See :mod:`shortlist._model_guard`: a loopback server or a test transport is allowed, and
@@ -227,21 +246,21 @@ class ModelRequestBlocked(ShortlistError):
     """
 
 
-class MCPServerError(ShortlistError):
+class MCPServerError(OperationalError):
     """An MCP server could not be reached, or stayed unreachable after one reconnect."""
 
 
-class SkillToolError(ShortlistError):
+class SkillToolError(UsageError):
     """A skill tool call failed; the message is meant to be returned to the model as a tool error."""
 
 
-class ReductionCancelled(ShortlistError):
+class ReductionCancelled(Interrupted):
     """The stage was cancelled through its signal; no partial result exists."""
 
 
-class CallBudgetExhausted(ShortlistError):
+class CallBudgetExhausted(Interrupted):
     """A reducer asked for a model call after the shared model-call budget was spent."""
 
 
-class SummaryRejected(ShortlistError):
+class SummaryRejected(Interrupted):
     """``parse`` rejected the model's output (it raised ``TypeError`` or ``ValueError``)."""

@@ -8,10 +8,11 @@ import pytest
 from reduction_doubles import WordCounter
 
 from shortlist.errors import ConfigError
-from shortlist.reduction import ContextSelector, ReductionStage
+from shortlist.reduction import ReductionStage
 from shortlist.reduction._contract import (
     CancellationToken,
     ContextSelectionCall,
+    ContextSelector,
     Diagnostics,
     ExecutionContext,
     ReductionCancelled,

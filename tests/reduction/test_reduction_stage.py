@@ -11,17 +11,12 @@ from reduction_doubles import ScriptedModel, WordCounter, agent_conversation, wo
 
 from shortlist._events import Event, event_hooks
 from shortlist.errors import ConfigError, ContextBudgetError
-from shortlist.reduction import (
-    ContextFragment,
-    ContextSelector,
-    ReductionStage,
-    create_context_compressor,
-    newest_first_selector,
-)
+from shortlist.reduction import ContextFragment, ReductionStage, create_context_compressor, newest_first_selector
 from shortlist.reduction._contract import (
     CallBudgetExhausted,
     CancellationToken,
     ContextSelectionCall,
+    ContextSelector,
     Diagnostics,
     ExecutionContext,
     ReductionCancelled,

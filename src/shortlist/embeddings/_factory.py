@@ -6,7 +6,7 @@ from typing import Any
 
 from shortlist._config import EmbeddingProviderConfig
 from shortlist.embeddings._base import Embedder
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, ShortlistError
 
 __all__ = ["OPENAI_COMPATIBLE_DEFAULTS", "build_embedder"]
 
@@ -98,6 +98,8 @@ def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> E
             batch_size=cfg.batch_size,
             **extra,
         )
+    except ShortlistError:
+        raise  # already says what is wrong (a UsageError is a ValueError too)
     except ValueError as exc:
         raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
 

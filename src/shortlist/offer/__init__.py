@@ -52,11 +52,10 @@ if TYPE_CHECKING:
     from shortlist.offer._prices import PRICE_PRESETS, Prices
     from shortlist.offer._search import search_tools
     from shortlist.offer._session import ToolSession
-    from shortlist.offer._state import Offer, OfferState
+    from shortlist.offer._state import OfferState
 
 __all__ = [
     "PRICE_PRESETS",
-    "Offer",
     "OfferPolicy",
     "OfferState",
     "Prices",
@@ -67,7 +66,6 @@ __all__ = [
 
 # public name -> the private module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
-    "Offer": "shortlist.offer._state",
     "OfferPolicy": "shortlist.offer._policies",
     "OfferState": "shortlist.offer._state",
     "PRICE_PRESETS": "shortlist.offer._prices",
@@ -79,6 +77,7 @@ _LAZY: dict[str, str] = {
 
 # names public until 0.2: -> (the module that defines them, their public home or None); they warn
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "Offer": ("shortlist.offer._state", None),
     "DEFAULT_POLICY": ("shortlist.offer._policies", None),
     "DEFAULT_PREFETCH": ("shortlist.offer._policies", None),
     "DEFAULT_PREFETCH_FLAT": ("shortlist.offer._policies", None),

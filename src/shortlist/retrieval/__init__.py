@@ -10,6 +10,8 @@ if TYPE_CHECKING:
 
     from shortlist.retrieval._backends.base import IndexBackend
     from shortlist.retrieval._backends.embedded import EmbeddedBackend
+    from shortlist.retrieval._backends.postgres import PostgresBackend
+    from shortlist.retrieval._backends.qdrant import QdrantBackend
     from shortlist.retrieval._corpus import CorpusRetriever
     from shortlist.retrieval._document import Document
     from shortlist.retrieval._inject import ContextRetriever, render_system_prompt
@@ -20,11 +22,15 @@ __all__ = [
     "Document",
     "EmbeddedBackend",
     "IndexBackend",
+    "PostgresBackend",
+    "QdrantBackend",
     "render_system_prompt",
 ]
 
 # public name -> the private module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
+    "PostgresBackend": "shortlist.retrieval._backends.postgres",
+    "QdrantBackend": "shortlist.retrieval._backends.qdrant",
     "ContextRetriever": "shortlist.retrieval._inject",
     "CorpusRetriever": "shortlist.retrieval._corpus",
     "Document": "shortlist.retrieval._document",

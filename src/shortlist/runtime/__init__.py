@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from shortlist.runtime._conversation import Conversation, Pack
     from shortlist.runtime._model import (
         AnthropicMessagesModel,
-        CallableModel,
         ChatModel,
         OpenAIChatModel,
         OpenAIResponsesModel,
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnthropicMessagesModel",
-    "CallableModel",
     "ChatModel",
     "Conversation",
     "OpenAIChatModel",
@@ -36,7 +34,6 @@ __all__ = [
 # public name -> the private module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
     "AnthropicMessagesModel": "shortlist.runtime._model",
-    "CallableModel": "shortlist.runtime._model",
     "ChatModel": "shortlist.runtime._model",
     "Conversation": "shortlist.runtime._conversation",
     "OpenAIChatModel": "shortlist.runtime._model",
@@ -50,6 +47,7 @@ _LAZY: dict[str, str] = {
 
 # names public until 0.2: -> (the module that defines them, their public home or None); they warn
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
+    "CallableModel": ("shortlist.runtime._model", None),
     "ModelError": ("shortlist.runtime._model", None),
     "ToolCallRecord": ("shortlist.runtime._report", None),
     "ToolsPrefetched": ("shortlist.runtime._conversation", None),

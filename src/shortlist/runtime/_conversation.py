@@ -50,9 +50,10 @@ from shortlist._config import RuntimeConfig
 from shortlist._events import Event, EventHook, emit, event_hooks
 from shortlist._types import Query, TurnSelection
 from shortlist.errors import ConfigError
-from shortlist.offer import Offer, OfferPolicy, ToolSession
+from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_NAME
 from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.offer._state import Offer
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.runtime._context import (
     DEFAULT_LOW_WATER,

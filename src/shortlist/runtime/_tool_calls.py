@@ -14,10 +14,10 @@ from typing import Any
 
 from shortlist._events import emit
 from shortlist._types import Query
-from shortlist.offer import Offer
 from shortlist.offer._bridge import CALL_TOOL_NAME, check_bridge_call
 from shortlist.offer._policies import PREFETCH_QUERY
 from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.offer._state import Offer
 from shortlist.runtime._formats import (
     ToolCall,
     search_result_content,

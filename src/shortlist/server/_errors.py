@@ -26,6 +26,7 @@ from shortlist.errors import (
     MemoryStoreUnavailable,
     MemoryValueError,
     ShortlistError,
+    UsageError,
 )
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
@@ -105,6 +106,8 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
         return _json(400, "bad_request", str(exc))
     if isinstance(exc, DocumentTooDeep):
         return _json(422, "too_deep", str(exc))
+    if isinstance(exc, UsageError):  # any other mistake of the caller's
+        return _json(400, "bad_request", str(exc))
     if isinstance(exc, MemoryStoreUnavailable):  # its database is down
         return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})
     if isinstance(exc, MemoryStoreFull):  # its disk is full: the operator must act

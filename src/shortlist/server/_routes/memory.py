@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from shortlist.errors import MemoryValueError, UsageError
 from shortlist.memory._record import Memory
 from shortlist.server._auth import ApiKey, authorize_scope
 from shortlist.server._errors import ApiError
@@ -151,6 +152,8 @@ def remember(body: RememberRequest, request: Request, key: ApiKey) -> Response:
     try:
         stored: Memory = store.save(memory)
     except ValueError as exc:  # a value this store cannot hold (e.g. NUL in PostgreSQL)
+        if isinstance(exc, UsageError) and not isinstance(exc, MemoryValueError):
+            raise  # a scope the caller got wrong: the error handlers answer it (400)
         raise ApiError(422, "invalid_request", str(exc)) from None
     return FastJSONResponse(_memory_out(stored))
 
