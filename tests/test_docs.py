@@ -185,3 +185,22 @@ def test_license_is_apache_2_and_declared_for_the_wheel() -> None:
     assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+
+
+def test_docs_import_only_public_names() -> None:
+    """A snippet in the README or docs/ imports what the pinned public surface exports, never a private module."""
+    import importlib
+
+    wrong = []
+    for path in [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"from (shortlist(?:\.\w+)*) import (\([^)]*\)|[^\n`;]*)", text):
+            module = m.group(1)
+            names = [
+                n.split(" as ")[0].split("#")[0].strip() for n in m.group(2).strip("()").replace("\n", ",").split(",")
+            ]
+            private = any(part.startswith("_") for part in module.split("."))
+            exported = set(getattr(importlib.import_module(module), "__all__", ()))
+            line = text[: m.start()].count("\n") + 1
+            wrong += [f"{path.name}:{line}: {module}.{n}" for n in names if n and (private or n not in exported)]
+    assert not wrong

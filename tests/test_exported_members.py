@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pathlib
+import types
 import warnings
 
 import pytest
@@ -142,6 +143,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "shortlist.runtime": [
         "AnthropicMessagesModel",
+        "CallableModel",
         "ChatModel",
         "Conversation",
         "OpenAIChatModel",
@@ -149,7 +151,6 @@ EXPORTED: dict[str, list[str]] = {
         "Pack",
         "Tool",
         "TurnReport",
-        "TurnResult",
         "tool",
     ],
     "shortlist.selection": [],
@@ -177,7 +178,7 @@ def _public_modules() -> list[str]:
     return sorted(found)
 
 
-def _import(name: str) -> object:
+def _import(name: str) -> types.ModuleType:
     try:
         return importlib.import_module(name)
     except MissingDependencyError as exc:  # a framework integration without its extra (the core-only run)

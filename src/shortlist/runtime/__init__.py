@@ -11,15 +11,17 @@ if TYPE_CHECKING:
     from shortlist.runtime._conversation import Conversation, Pack
     from shortlist.runtime._model import (
         AnthropicMessagesModel,
+        CallableModel,
         ChatModel,
         OpenAIChatModel,
         OpenAIResponsesModel,
     )
-    from shortlist.runtime._report import TurnReport, TurnResult
+    from shortlist.runtime._report import TurnReport
     from shortlist.runtime._tools import Tool, tool
 
 __all__ = [
     "AnthropicMessagesModel",
+    "CallableModel",
     "ChatModel",
     "Conversation",
     "OpenAIChatModel",
@@ -27,12 +29,12 @@ __all__ = [
     "Pack",
     "Tool",
     "TurnReport",
-    "TurnResult",
     "tool",
 ]
 
 # public name -> the private module that defines it (imported on first use)
 _LAZY: dict[str, str] = {
+    "CallableModel": "shortlist.runtime._model",
     "AnthropicMessagesModel": "shortlist.runtime._model",
     "ChatModel": "shortlist.runtime._model",
     "Conversation": "shortlist.runtime._conversation",
@@ -41,13 +43,12 @@ _LAZY: dict[str, str] = {
     "Pack": "shortlist.runtime._conversation",
     "Tool": "shortlist.runtime._tools",
     "TurnReport": "shortlist.runtime._report",
-    "TurnResult": "shortlist.runtime._report",
     "tool": "shortlist.runtime._tools",
 }
 
 # names public until 0.2: -> (the module that defines them, their public home or None); they warn
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
-    "CallableModel": ("shortlist.runtime._model", None),
+    "TurnResult": ("shortlist.runtime._report", None),
     "ModelError": ("shortlist.runtime._model", None),
     "ToolCallRecord": ("shortlist.runtime._report", None),
     "ToolsPrefetched": ("shortlist.runtime._conversation", None),
