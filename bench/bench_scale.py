@@ -49,7 +49,7 @@ next ones find them::
 
     OMP_NUM_THREADS=1 python bench/bench_scale.py --replicas 2 --sizes 10000
 
-Vectors: the hybrid reads the candidates' vectors from the vector cache (``embeddings/cache.py``:
+Vectors: the hybrid reads the candidates' vectors from the vector cache (``embeddings/_cache.py``:
 ``$SHORTLIST_CACHE_DIR``, or ``--cache-dir``). Before the timed runs, this process embeds what is
 missing in chunks, printing progress (10,000 texts take 5-9 minutes on the project's 2 busy cores,
 100,000 over an hour; they are embedded once per cache). ``--sizes`` picks the sizes. Above

@@ -1,6 +1,7 @@
 """The public surface, pinned (as httpx's test_exported_members): each public module's ``__all__`` is exactly the
 list below, every name in it resolves without a warning, every module behind it is private, and the names a
-subpackage exported before 0.2 still resolve, with a DeprecationWarning that says where they went.
+subpackage exported before the surface was curated still resolve (until 0.2), with a DeprecationWarning that
+says where they went.
 
 Changing the public surface means changing this file: the diff is the review.
 """
@@ -211,7 +212,7 @@ def test_names_exported_before_warn_and_still_resolve(module: str) -> None:
     deprecated: dict[str, tuple[str, str | None]] = getattr(mod, "_DEPRECATED", {})
     for name, (defined_in, public) in deprecated.items():
         assert name not in EXPORTED[module]
-        with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} is deprecated and will be removed in 0\.3"):
+        with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} is deprecated and will be removed in 0\.2"):
             value = getattr(mod, name)
         assert value is getattr(importlib.import_module(defined_in), name)
         if public is not None:

@@ -72,7 +72,8 @@ _LAZY: dict[str, str] = {
     "tool_tokens": "shortlist._tokens",
 }
 
-# names public here until 0.2 -> (the module that defines them, their public home); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "count_tokens": ("shortlist._tokens", None),
     "event_hooks": ("shortlist._events", None),

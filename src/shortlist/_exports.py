@@ -1,5 +1,6 @@
 """How a package's namespace finds its names on first use (PEP 562): its public names, imported lazily from
-the private modules that define them, and the names it exported before 0.2, which still resolve but warn.
+the private modules that define them, and the names it exported before the surface was curated (0.1.0's
+development tree), which still resolve but warn until 0.2 removes them.
 
 Every subpackage's ``__init__`` is the same three things: ``__all__`` (its public names), ``_LAZY`` (where
 each is defined) and ``_DEPRECATED`` (the names it no longer exports, with their public home if they have
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["REMOVED_IN", "resolve"]
 
-#: The release that removes the names deprecated in 0.2 (CHANGELOG, "Deprecated").
-REMOVED_IN = "0.3"
+#: The release that removes the deprecated names (CHANGELOG, "A small public surface").
+REMOVED_IN = "0.2"
 
 
 def resolve(

@@ -37,7 +37,8 @@ __all__ = [
     "block_model_requests",
 ]
 
-# names public here until 0.2 -> (the module that defines them, their public home); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "is_test_double": ("shortlist._model_guard", None),
     "model_requests_blocked": ("shortlist._model_guard", None),

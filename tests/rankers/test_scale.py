@@ -1,5 +1,5 @@
 """The scale levers of the hybrid: tools named in the message rank first, near-duplicates take one
-slot, a tool's server is evidence (``rankers/scale.py``)."""
+slot, a tool's server is evidence (``rankers/_scale.py``)."""
 
 from __future__ import annotations
 

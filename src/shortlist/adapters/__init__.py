@@ -36,7 +36,8 @@ _LAZY: dict[str, str] = {
     "to_openai_tool": "shortlist.adapters._tools",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "candidate_from_dict": ("shortlist.adapters._tools", None),
     "load_catalog": ("shortlist.adapters._catalog", "shortlist"),

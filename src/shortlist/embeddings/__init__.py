@@ -31,7 +31,8 @@ _LAZY: dict[str, str] = {
     "default_embedder": "shortlist.embeddings._default",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "CachingEmbedder": ("shortlist.embeddings._cache", None),
     "FunctionEmbedder": ("shortlist.embeddings._base", None),

@@ -27,7 +27,8 @@ _LAZY: dict[str, str] = {
     "enrich_catalog": "shortlist.enrichment._enricher",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "DEFAULT_EXAMPLES": ("shortlist.enrichment._enricher", None),
     "EnrichmentCompleted": ("shortlist.enrichment._enricher", None),

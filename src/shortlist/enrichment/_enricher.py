@@ -106,7 +106,7 @@ class EnrichmentOutputRejected(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class EnrichmentRequestsDropped(Event):
-    """Generated requests that do not read as requests for their tool were dropped (see ``enrichment/screen.py``).
+    """Generated requests that do not read as requests for their tool were dropped (see ``enrichment/_screen.py``).
 
     ``reasons`` are ``names_other_tool`` (the request names another tool of the catalog) and
     ``addresses_instructions`` (it addresses the assistant's instructions instead of asking for

@@ -24,7 +24,8 @@ _LAZY: dict[str, str] = {
     "run_eval": "shortlist.eval._runner",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "EvalQuery": ("shortlist.eval._datasets", None),
     "abstention_curve": ("shortlist.eval._runner", None),

@@ -27,7 +27,8 @@ _LAZY: dict[str, str] = {
     "response_schema": "shortlist.exec._protocol",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "DEFAULT_MAX_OUTPUT_BYTES": ("shortlist.rankers._exec_client", None),
     "DEFAULT_TIMEOUT_MS": ("shortlist.rankers._exec_client", None),

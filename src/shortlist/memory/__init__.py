@@ -30,7 +30,8 @@ _LAZY: dict[str, str] = {
     "SqliteMemoryStore": "shortlist.memory._sqlite",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "CONSENT_CATEGORIES": ("shortlist.memory._record", None),
     "ConsentCategory": ("shortlist.memory._record", None),

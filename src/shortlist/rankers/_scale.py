@@ -1,6 +1,6 @@
 """Ranking levers for large catalogs: tools named in the message, near-duplicates, servers.
 
-Three pure pieces the hybrid ranker applies to its fused scores (``rankers/hybrid.py``):
+Three pure pieces the hybrid ranker applies to its fused scores (``rankers/_hybrid.py``):
 
 * **Named tools** (:func:`named_tools`). A message or search query that names a tool puts it
   first. A tool's *name phrases* are the word sequences of its name, of its id when different,

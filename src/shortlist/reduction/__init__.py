@@ -55,7 +55,8 @@ _LAZY: dict[str, str] = {
     "relevance_selector": "shortlist.reduction._local",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "ContextSelector": ("shortlist.reduction._contract", None),
     "Bm25Scorer": ("shortlist.reduction._local", None),

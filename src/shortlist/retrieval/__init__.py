@@ -39,7 +39,8 @@ _LAZY: dict[str, str] = {
     "render_system_prompt": "shortlist.retrieval._inject",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "Chunk": ("shortlist.retrieval._document", None),
     "Chunker": ("shortlist.retrieval._document", None),

@@ -46,7 +46,8 @@ _LAZY: dict[str, str] = {
     "tool": "shortlist.runtime._tools",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "TurnResult": ("shortlist.runtime._report", None),
     "ModelError": ("shortlist.runtime._model", None),

@@ -8,7 +8,7 @@ memories before the request is built, and put what the history does not carry ye
 turn's user message (or, with ``grounding_placement="system"``, into the system prompt); (3)
 when the history passes its budget, reduce it to the low-water mark; (4) build the request in
 OpenAI or Anthropic format, with the provider's deferred loading and cache breakpoints
-(``runtime/formats.py``), and check it against the previous request (did the cached prefix
+(``runtime/_formats.py``), and check it against the previous request (did the cached prefix
 survive, and if not, which part broke it and why); (5) call the model and execute its tool
 calls (``find_tools`` by the session's search, ranked by the bound selector; ``memory__*`` and
 ``skill__*`` by the runtime, host tools by their functions, MCP tools by their server),
@@ -19,11 +19,11 @@ selector, retriever, reducer or feedback-log failure is an event, never a failed
 prefix. By default the tools array and the system prompt are the same on every request, the
 turn's grounding, memories and newly surfaced skills enter the history with the turn (and stay,
 never injected twice), and the history only grows between reductions, which come in rare large
-steps (``runtime/context.py``).
+steps (``runtime/_context.py``).
 
 **The default offer policy** is ``deferred`` for every format: the tools block never changes,
 so the cached prefix survives every turn, and found tools enter the history after it, each
-format its own way (``tool_loading``, ``runtime/formats.py``): Anthropic ``defer_loading`` +
+format its own way (``tool_loading``, ``runtime/_formats.py``): Anthropic ``defer_loading`` +
 ``tool_reference`` (or ``tool_addition``, beta), the Responses API's client ``tool_search``
 over namespaces, and for chat completions, which can only call tools listed in the request's
 tools array, a fixed ``find_tools`` + ``call_tool`` bridge whose arguments are validated

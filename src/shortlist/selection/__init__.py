@@ -14,7 +14,8 @@ __all__: list[str] = []
 # public name -> the private module that defines it (imported on first use)
 _LAZY: dict[str, str] = {}
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "BreakerSelector": ("shortlist.rankers._wrappers", None),
     "DEFAULT_PIN_NAMESPACES": ("shortlist.selection._narrowing", None),

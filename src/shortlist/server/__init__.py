@@ -25,7 +25,8 @@ _LAZY: dict[str, str] = {
     "create_app": "shortlist.server._app",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "KeyPolicy": ("shortlist.server._settings", None),
     "app_from_env": ("shortlist.server._app", None),

@@ -1,7 +1,7 @@
 """What the provider-compatible routes share: the model they serve and its names, token counts, vector encodings.
 
 The service serves one embedding model (the runtime config's first provider, else the embedded
-default). The OpenAI, Cohere, Voyage, Jina and TEI routes (``server/routes/interop.py``,
+default). The OpenAI, Cohere, Voyage, Jina and TEI routes (``server/_routes/interop.py``,
 ``compat_cohere.py``, ``compat_tei.py``) all answer with it, so this module holds what they
 must agree on:
 

@@ -29,7 +29,8 @@ _LAZY: dict[str, str] = {
     "load_skill_set": "shortlist.skills._sources",
 }
 
-# names public until 0.2: -> (the module that defines them, their public home or None); they warn
+# names exported before the surface was curated -> (the module that defines them, their public home or None);
+# they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "SKILL_ACTIVATE": ("shortlist.skills._tools", None),
     "SKILL_ACTIVATE_HEADER": ("shortlist.skills._index", None),
