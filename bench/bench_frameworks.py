@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 
 from shortlist._tokens import definition_tokens  # noqa: E402
 from shortlist._types import Candidate  # noqa: E402
-from shortlist.integrations._core import Conversation, ToolNarrower, tool_candidate  # noqa: E402
+from shortlist.integrations._core import ToolNarrower, TurnLog, tool_candidate  # noqa: E402
 from shortlist.offer import Prices  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "metatool"
@@ -301,7 +301,7 @@ def conversation_cost(
         cost: list[float] = []
         changes: list[int] = []
         for texts in convs:
-            conv = Conversation().system(SYSTEM)
+            conv = TurnLog().system(SYSTEM)
             previous: tuple[str, ...] | None = None
             prompt_before = 0
             out = {"rebilled": 0, "cost": 0.0, "changes": 0}

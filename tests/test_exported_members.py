@@ -215,8 +215,9 @@ def test_names_exported_before_warn_and_still_resolve(module: str) -> None:
         with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} is deprecated and will be removed in 0\.2"):
             value = getattr(mod, name)
         assert value is getattr(importlib.import_module(defined_in), name)
-        if public is not None:
+        if public is not None:  # the new home exports the same object, not another of the same name
             assert name in EXPORTED[public], (name, public)
+            assert getattr(importlib.import_module(public), name) is value, (name, public)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

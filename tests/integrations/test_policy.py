@@ -9,7 +9,7 @@ from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
 
 from shortlist._types import Candidate
 from shortlist.errors import ConfigError
-from shortlist.integrations._core import Conversation, ToolNarrower, tool_candidate
+from shortlist.integrations._core import ToolNarrower, TurnLog, tool_candidate
 from shortlist.testing import FailingSelector
 
 
@@ -27,8 +27,8 @@ def catalog(narrower: ToolNarrower) -> tuple[Candidate, ...]:
     return narrower.catalog(NAMES, build)
 
 
-def conversation(*turns: str, system: str = SYSTEM, found: tuple[str, ...] = ()) -> Conversation:
-    conv = Conversation().system(system)
+def conversation(*turns: str, system: str = SYSTEM, found: tuple[str, ...] = ()) -> TurnLog:
+    conv = TurnLog().system(system)
     for turn in turns:
         conv.user(turn).other(f"an answer to {turn!r}")
     return conv.found_tools(found)

@@ -18,8 +18,8 @@ def register(sub: Any) -> None:
     """Add the ``mcp-proxy`` subcommand."""
     p: argparse.ArgumentParser = sub.add_parser(
         "mcp-proxy",
-        help="serve MCP on stdio: a narrowed view of several MCP servers plus a search_tools tool",
-        description="Front several MCP servers as one MCP server on stdin/stdout. Clients see search_tools and "
+        help="serve MCP on stdio: a narrowed view of several MCP servers plus a find_tools tool",
+        description="Front several MCP servers as one MCP server on stdin/stdout. Clients see find_tools and "
         "the tools their searches surfaced (mcp__<server>__<tool>); calls are forwarded upstream.",
     )
     p.add_argument(
@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
         help="grant an upstream stdio server an environment variable: NAME forwards this process's value, "
         "NAME=VALUE sets it (repeatable); a server gets only its grants and a safe minimum (PATH, HOME, LANG, ...)",
     )
-    p.add_argument("--selector", help="selector for search_tools (default: the config's binding, else the default)")
+    p.add_argument("--selector", help="selector for find_tools (default: the config's binding, else the default)")
     p.add_argument("--config", help="runtime.yaml")
     p.add_argument("--k", type=int, default=5, help="tools returned by a search (default 5)")
     p.add_argument(
@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--feedback-db",
         metavar="PATH",
-        help="a feedback log (SQLite, created if missing): record every search_tools call, and each call of a "
+        help="a feedback log (SQLite, created if missing): record every find_tools call, and each call of a "
         "tool a search found as a use for the search's query; searches rank with the log's examples",
     )
     p.add_argument(

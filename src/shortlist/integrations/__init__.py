@@ -27,7 +27,7 @@ _LAZY: dict[str, str] = {
 # names exported before the surface was curated -> (the module that defines them, their public home or None);
 # they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
-    "Conversation": ("shortlist.integrations._core", "shortlist.runtime"),
+    "Conversation": ("shortlist.integrations._turn", None),
     "ToolChoice": ("shortlist.integrations._core", None),
     "found_in": ("shortlist.integrations._core", None),
     "tool_candidate": ("shortlist.integrations._core", None),

@@ -14,7 +14,7 @@ adapter turns the tools into candidates once (:meth:`ToolNarrower.catalog`), ask
   and grow only by the tools ``find_tools`` found or by ``stable``'s
   :meth:`~shortlist.offer.Prices.worth_changing` rule. ``per_turn`` re-selects on
   every user message (the tools change whenever the ranking does). The adapters pass the
-  conversation they see (:class:`Conversation`: its user messages, the size of what precedes
+  conversation they see (:class:`TurnLog`: its user messages, the size of what precedes
   each, the tools searches found), so the decision is derived from it on every call with no
   per-conversation state (one adapter serves concurrent runs); each decision is remembered by
   the conversation's turns, so a tool round re-uses its turn's and a failing selector emits one
@@ -43,7 +43,7 @@ from shortlist._events import EventHook
 from shortlist._tokens import tool_tokens
 from shortlist._types import Candidate, Query, TurnSelection
 from shortlist.errors import ConfigError
-from shortlist.integrations._turn import Conversation, ToolChoice, found_in, tool_candidate
+from shortlist.integrations._turn import ToolChoice, TurnLog, found_in, tool_candidate
 from shortlist.offer import OfferState, Prices, decide_offer, search_tools
 from shortlist.offer._search import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
 from shortlist.selection._base import Selector
@@ -53,17 +53,17 @@ __all__ = [
     "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
     "SEARCH_TOOL_PARAMETERS",
-    "Conversation",
-    "NarrowingPolicy",
+    "NarrowerPolicy",
     "ToolChoice",
     "ToolNarrower",
+    "TurnLog",
     "found_in",
     "tool_candidate",
 ]
 
 
 #: The offer policies an integration supports (``deferred`` needs the provider's deferred loading).
-NarrowingPolicy = Literal["stable", "per_turn"]
+NarrowerPolicy = Literal["stable", "per_turn"]
 
 
 class ToolNarrower:
@@ -124,7 +124,7 @@ class ToolNarrower:
         self._owned = shortlist is None
         base = shortlist if shortlist is not None else Shortlist(selector=selector, on_event=on_event)
         self.shortlist = base.derive(policy=base.tool_policy())
-        self.policy: NarrowingPolicy = "stable" if policy == "stable" else "per_turn"
+        self.policy: NarrowerPolicy = "stable" if policy == "stable" else "per_turn"
         self.prices = prices or Prices()
         self.horizon = horizon
         self.k = k
@@ -188,13 +188,13 @@ class ToolNarrower:
         return ToolChoice(names, turn, found_known, self.search_tool and len(names) < len(candidates))
 
     @staticmethod
-    def _conversation(query: str | Conversation, found: Iterable[str]) -> Conversation:
-        if isinstance(query, Conversation):
+    def _conversation(query: str | TurnLog, found: Iterable[str]) -> TurnLog:
+        if isinstance(query, TurnLog):
             return replace(query, found=[*query.found, *found]) if found else query
-        return Conversation.of(query, found)
+        return TurnLog.of(query, found)
 
     def _stable_start(
-        self, candidates: tuple[Candidate, ...], conv: Conversation
+        self, candidates: tuple[Candidate, ...], conv: TurnLog
     ) -> tuple[list[Hashable], int, OfferState, TurnSelection | None]:
         """The keys of the conversation's turns and the latest turn already decided (its state)."""
         turns = tuple(conv.turns)
@@ -245,7 +245,7 @@ class ToolNarrower:
             while len(self._offers) > self._cache_size:
                 self._offers.popitem(last=False)
 
-    def _stable(self, candidates: tuple[Candidate, ...], conv: Conversation) -> ToolChoice:
+    def _stable(self, candidates: tuple[Candidate, ...], conv: TurnLog) -> ToolChoice:
         keys, start, state, selection = self._stable_start(candidates, conv)
         for i in range(start, len(conv.turns)):
             state, selection = self._stable_step(candidates, state, selection, conv.turns[i])
@@ -254,14 +254,12 @@ class ToolNarrower:
         assert selection is not None
         return self._offered(candidates, state.block, selection, conv.found)
 
-    def choose(
-        self, candidates: tuple[Candidate, ...], query: str | Conversation, found: Iterable[str] = ()
-    ) -> ToolChoice:
+    def choose(self, candidates: tuple[Candidate, ...], query: str | TurnLog, found: Iterable[str] = ()) -> ToolChoice:
         """The tools one model call is offered.
 
         Args:
             candidates: the catalog (from :meth:`catalog`; the same tuple on every call).
-            query: the conversation so far (:class:`Conversation`), or just the latest user
+            query: the conversation so far (:class:`TurnLog`), or just the latest user
                 message ("" falls back to every tool; a bare message is a conversation of one
                 turn, so ``stable`` cannot keep its tools across turns).
             found: tool names earlier ``find_tools`` results named (:func:`found_in`), besides
@@ -279,7 +277,7 @@ class ToolNarrower:
         return self._choice(candidates, turn, conv.found)
 
     async def achoose(
-        self, candidates: tuple[Candidate, ...], query: str | Conversation, found: Iterable[str] = ()
+        self, candidates: tuple[Candidate, ...], query: str | TurnLog, found: Iterable[str] = ()
     ) -> ToolChoice:
         """Async twin of :meth:`choose` (the selector runs through ``aselect``; ``stable``'s decision in a thread)."""
         conv = self._conversation(query, found)

@@ -1,5 +1,5 @@
 """What an integration sees of a turn and decides for it, framework-free: a tool as a candidate, the
-names a ``find_tools`` result carries, the conversation's turn log (:class:`Conversation`), and the
+names a ``find_tools`` result carries, the conversation's turn log (:class:`TurnLog`), and the
 tools one model call is offered (:class:`ToolChoice`). Re-exported by :mod:`shortlist.integrations._core`.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from shortlist._tokens import estimate_tokens
 from shortlist._types import Candidate, TurnSelection
 
-__all__ = ["Conversation", "ToolChoice", "found_in", "tool_candidate"]
+__all__ = ["Conversation", "ToolChoice", "TurnLog", "found_in", "tool_candidate"]
 
 
 def tool_candidate(name: str, description: str | None, parameters: Mapping[str, Any] | None = None) -> Candidate:
@@ -40,7 +40,7 @@ def found_in(content: Any) -> tuple[str, ...]:
 
 
 @dataclass
-class Conversation:
+class TurnLog:
     """What an adapter sees of a conversation, in order: its user messages, the size of the rest, found tools.
 
     Build it by walking the framework's messages: :meth:`system` / :meth:`other` for any text
@@ -57,23 +57,23 @@ class Conversation:
     found: list[str] = field(default_factory=list)
     chars: int = 0
 
-    def system(self, text: str) -> Conversation:
+    def system(self, text: str) -> TurnLog:
         """A system prompt (or instructions): part of the prefix behind the tools."""
         self.chars += len(text)
         return self
 
-    def other(self, text: str | int) -> Conversation:
+    def other(self, text: str | int) -> TurnLog:
         """Any other message (an answer, a tool call or result): its text or its length."""
         self.chars += text if isinstance(text, int) else len(text)
         return self
 
-    def user(self, text: str) -> Conversation:
+    def user(self, text: str) -> TurnLog:
         """A user message: a new turn."""
         self.turns.append((text, estimate_tokens(self.chars), tuple(self.found)))
         self.chars += len(text)
         return self
 
-    def found_tools(self, names: Iterable[str]) -> Conversation:
+    def found_tools(self, names: Iterable[str]) -> TurnLog:
         """The names one ``find_tools`` result made available."""
         self.found.extend(names)
         return self
@@ -84,7 +84,7 @@ class Conversation:
         return self.turns[-1][0] if self.turns else ""
 
     @classmethod
-    def of(cls, query: str, found: Iterable[str] = ()) -> Conversation:
+    def of(cls, query: str, found: Iterable[str] = ()) -> TurnLog:
         """A one-turn conversation (a query with no history)."""
         return cls().user(query).found_tools(found)
 
@@ -112,3 +112,8 @@ class ToolChoice:
     def fallback(self) -> str | None:
         """None when narrowed, else why every tool is offered (see ``FALLBACK_REASONS``)."""
         return self.selection.fallback
+
+
+#: The turn log's name before 0.1.0's curation (it clashed with the runtime's ``Conversation``); it resolves
+#: from ``shortlist.integrations`` with a DeprecationWarning until 0.2 removes it.
+Conversation = TurnLog

@@ -31,9 +31,9 @@ from shortlist.errors import MissingDependencyError
 from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
-    Conversation,
     ToolChoice,
     ToolNarrower,
+    TurnLog,
     found_in,
     tool_candidate,
 )
@@ -65,9 +65,9 @@ def _text(message: BaseMessage) -> str:
     return str(message.text)  # a property in langchain-core 1.x (a callable str for old callers)
 
 
-def _conversation(messages: Sequence[Any], system: Any = None) -> Conversation:
+def _conversation(messages: Sequence[Any], system: Any = None) -> TurnLog:
     """The conversation ``messages`` hold: user messages, the size of the rest, what searches found."""
-    conv = Conversation()
+    conv = TurnLog()
     if isinstance(system, BaseMessage):
         conv.system(_text(system))
     calls: set[str] = set()

@@ -31,8 +31,8 @@ from shortlist.errors import MissingDependencyError
 from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
-    Conversation,
     ToolNarrower,
+    TurnLog,
     tool_candidate,
 )
 
@@ -105,12 +105,12 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
             self._found.clear()
             self._queries.clear()
 
-    def _conversation(self, text: str) -> Conversation:
+    def _conversation(self, text: str) -> TurnLog:
         """The conversation so far: the queries this retriever was asked (a repeat is the same turn)."""
         with self._lock:
             if not self._queries or self._queries[-1] != text:
                 self._queries.append(text)
-            conv = Conversation().system(self.system_prompt)
+            conv = TurnLog().system(self.system_prompt)
             for query in self._queries:
                 conv.user(query)
             return conv.found_tools(self._found)

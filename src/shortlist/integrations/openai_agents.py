@@ -29,8 +29,8 @@ from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
     SEARCH_TOOL_PARAMETERS,
-    Conversation,
     ToolNarrower,
+    TurnLog,
     found_in,
     tool_candidate,
 )
@@ -67,9 +67,9 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def _conversation(items: str | Sequence[Any], system: Any = None) -> Conversation:
+def _conversation(items: str | Sequence[Any], system: Any = None) -> TurnLog:
     """The conversation of a model input: user messages, the size of the rest, what searches found."""
-    conv = Conversation()
+    conv = TurnLog()
     if isinstance(system, str):
         conv.system(system)
     if isinstance(items, str):

@@ -26,8 +26,8 @@ from shortlist.errors import MissingDependencyError
 from shortlist.integrations._core import (
     SEARCH_TOOL_DESCRIPTION,
     SEARCH_TOOL_NAME,
-    Conversation,
     ToolNarrower,
+    TurnLog,
     found_in,
     tool_candidate,
 )
@@ -63,9 +63,9 @@ def _prompt_text(content: Any) -> str:
     return " ".join(c for c in content if isinstance(c, str)) if isinstance(content, Sequence) else ""
 
 
-def _conversation(ctx: RunContext[Any]) -> Conversation:
+def _conversation(ctx: RunContext[Any]) -> TurnLog:
     """The conversation of the run so far: user prompts, the size of the rest, what searches found."""
-    conv = Conversation()
+    conv = TurnLog()
     instructions = False  # every request repeats them: they are one system prompt
     for message in ctx.messages:
         if isinstance(message, ModelRequest):
