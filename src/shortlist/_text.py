@@ -39,6 +39,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
+from shortlist.errors import UsageError
+
 __all__ = [
     "ANALYSER_VERSION",
     "PRESETS",
@@ -112,7 +114,7 @@ def stopword_list(name: str) -> frozenset[str]:
     """
     loader = _STOPWORD_LOADERS.get(name)
     if loader is None:
-        raise ValueError(f"unknown stopwords {name!r}; expected one of {sorted(_STOPWORD_LOADERS)}")
+        raise UsageError(f"unknown stopwords {name!r}; expected one of {sorted(_STOPWORD_LOADERS)}")
     return loader()
 
 
@@ -186,9 +188,9 @@ class Analyser:
         preset: str = "custom",
     ) -> None:
         if pattern not in (*_PATTERNS, "space"):
-            raise ValueError(f"unknown pattern {pattern!r}; expected one of {[*_PATTERNS, 'space']}")
+            raise UsageError(f"unknown pattern {pattern!r}; expected one of {[*_PATTERNS, 'space']}")
         if camel not in ("none", "lower", "full"):
-            raise ValueError(f"unknown camel {camel!r}; expected 'none', 'lower' or 'full'")
+            raise UsageError(f"unknown camel {camel!r}; expected 'none', 'lower' or 'full'")
         self.pattern: Pattern = pattern
         self.camel: Camel = camel
         self.preset = preset
@@ -204,7 +206,7 @@ class Analyser:
         try:
             self._stem = _stemmer(stem) if stem is not None else None
         except KeyError:
-            raise ValueError(f"no stemmer for language {stem!r}") from None
+            raise UsageError(f"no stemmer for language {stem!r}") from None
         regex = _PATTERNS.get(pattern)
         self._find: Callable[[str], list[str]] = regex.findall if regex is not None else str.split
         self._camel = camel
@@ -297,7 +299,7 @@ def analyser(preset: str, **overrides: Any) -> Analyser:
         ValueError: an unknown preset or parameter value.
     """
     if preset not in PRESETS:
-        raise ValueError(f"unknown analyser preset {preset!r}; expected one of {sorted(PRESETS)}")
+        raise UsageError(f"unknown analyser preset {preset!r}; expected one of {sorted(PRESETS)}")
     return _cached(preset, tuple(sorted(overrides.items())))
 
 

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from shortlist._events import Event, emit
+from shortlist.errors import UsageError
 
 __all__ = [
     "FALLBACK_REASONS",
@@ -63,9 +64,9 @@ class Query:
         if not isinstance(self.text, str):
             raise TypeError(f"Query.text must be a string, not {type(self.text).__name__}")
         if not isinstance(self.kind, str) or not self.kind:
-            raise ValueError("Query.kind must be a non-empty string such as 'tool' or 'skill'")
+            raise UsageError("Query.kind must be a non-empty string such as 'tool' or 'skill'")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
-            raise ValueError(f"Query.k must be an integer >= 0, got {self.k!r}")
+            raise UsageError(f"Query.k must be an integer >= 0, got {self.k!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class Candidate:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
-            raise ValueError(f"Candidate.id must be a non-empty string, got {self.id!r}")
+            raise UsageError(f"Candidate.id must be a non-empty string, got {self.id!r}")
         if not self.name:
             object.__setattr__(self, "name", self.id)
         if not isinstance(self.description, str):
@@ -171,9 +172,9 @@ class Selection:
         if self.scores is not None:
             scores = tuple(float(s) for s in self.scores)
             if len(scores) != len(self.selected):
-                raise ValueError(f"Selection.scores has {len(scores)} values for {len(self.selected)} selected ids")
+                raise UsageError(f"Selection.scores has {len(scores)} values for {len(self.selected)} selected ids")
             if any(math.isnan(s) for s in scores):
-                raise ValueError("Selection.scores must not contain NaN")
+                raise UsageError("Selection.scores must not contain NaN")
             object.__setattr__(self, "scores", scores)
 
 

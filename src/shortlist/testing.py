@@ -25,6 +25,7 @@ from shortlist._model_guard import allow_model_requests, block_model_requests
 from shortlist._types import Candidate, Query, Selection
 from shortlist.embeddings._base import Vectors
 from shortlist.embeddings._hashing import HashingEmbedder
+from shortlist.errors import UsageError
 from shortlist.selection._base import Selector
 
 __all__ = [
@@ -153,7 +154,7 @@ class ScriptedModel:
 
     def __init__(self, *replies: str) -> None:
         if not replies:
-            raise ValueError("ScriptedModel needs at least one reply")
+            raise UsageError("ScriptedModel needs at least one reply")
         self.replies = list(replies)
         self.prompts: list[str] = []
         self._lock = threading.Lock()

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from shortlist._types import Candidate
-from shortlist.errors import CatalogError
+from shortlist.errors import CatalogError, UsageError
 from shortlist.skills._parser import Skill
 
 __all__ = [
@@ -255,7 +255,7 @@ def render_tools(catalog: Iterable[Candidate], ids: Iterable[str], fmt: ToolForm
     try:
         render = _RENDERERS[fmt]
     except KeyError:
-        raise ValueError(f"unknown tool format {fmt!r}; use one of {', '.join(_RENDERERS)}") from None
+        raise UsageError(f"unknown tool format {fmt!r}; use one of {', '.join(_RENDERERS)}") from None
     by_id = {c.id: c for c in catalog}
     out = []
     for cid in ids:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from shortlist._progress import listen
+from shortlist.errors import UsageError
 
 __all__ = ["ProgressLines", "add_progress_flag", "progress_line", "progress_lines_wanted", "progress_wanted"]
 
@@ -68,7 +69,7 @@ class ProgressLines:
 
     def __init__(self, stream: TextIO | None = None, *, step_pct: float = 5.0, min_interval_s: float = 1.0) -> None:
         if not 0 < step_pct <= 100 or min_interval_s < 0:
-            raise ValueError("step_pct must be in (0, 100] and min_interval_s >= 0")
+            raise UsageError("step_pct must be in (0, 100] and min_interval_s >= 0")
         self.stream = stream or sys.stderr
         self.step_pct = float(step_pct)
         self.min_interval_s = float(min_interval_s)

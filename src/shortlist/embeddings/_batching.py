@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar, cast
 
-from shortlist.errors import EmbeddingError
+from shortlist.errors import EmbeddingError, UsageError
 
 __all__ = ["Coalescer"]
 
@@ -70,7 +70,7 @@ class Coalescer(Generic[T, R]):
         name: str = "",
     ) -> None:
         if max_batch < 1 or max_running < 1:
-            raise ValueError("max_batch and max_running must be >= 1")
+            raise UsageError("max_batch and max_running must be >= 1")
         self._run = run
         self._compatible = compatible
         self.max_batch = max_batch

@@ -58,7 +58,7 @@ from shortlist.embeddings._model_files import (
     verify_sha256,
 )
 from shortlist.embeddings._model_graph import ModelGraphRejected, graph_checks, open_session
-from shortlist.errors import EmbeddingError
+from shortlist.errors import EmbeddingError, UsageError
 
 if TYPE_CHECKING:
     from shortlist.embeddings._cache import VectorStore
@@ -139,16 +139,16 @@ class DefaultEmbedder(Embedder):
         self.model_chosen = model is not None or model_path is not None
         model = model or DEFAULT_MODEL_NAME
         if model not in EMBEDDED_MODELS:
-            raise ValueError(f"unknown embedded model {model!r}; expected one of {', '.join(EMBEDDED_MODELS)}")
+            raise UsageError(f"unknown embedded model {model!r}; expected one of {', '.join(EMBEDDED_MODELS)}")
         self.model_name = model
         if model == TOOLS_MODEL_NAME and model_sha256 == MODEL_SHA256:
             model_sha256 = TOOLS_MODEL_SHA256
         if intra_op_num_threads < 1 or (batch_threads is not None and batch_threads < 1):
-            raise ValueError("thread counts must be >= 1")
+            raise UsageError("thread counts must be >= 1")
         if batch_size < 1 or max_length < 8:
-            raise ValueError("batch_size must be >= 1 and max_length >= 8")
+            raise UsageError("batch_size must be >= 1 and max_length >= 8")
         if query_batch_size < 1 or (query_concurrency is not None and query_concurrency < 1):
-            raise ValueError("query_batch_size and query_concurrency must be >= 1")
+            raise UsageError("query_batch_size and query_concurrency must be >= 1")
         self.intra_op_num_threads = intra_op_num_threads
         self.batch_threads = batch_threads or min(4, os.cpu_count() or 1)
         self.batch_size = batch_size

@@ -6,7 +6,7 @@ from typing import Any
 
 from shortlist._config import EmbeddingProviderConfig
 from shortlist.embeddings._base import Embedder
-from shortlist.errors import ConfigError, ShortlistError
+from shortlist.errors import ConfigError, UsageError
 
 __all__ = ["OPENAI_COMPATIBLE_DEFAULTS", "build_embedder"]
 
@@ -98,8 +98,10 @@ def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> E
             batch_size=cfg.batch_size,
             **extra,
         )
-    except ShortlistError:
-        raise  # already says what is wrong (a UsageError is a ValueError too)
+    except UsageError as exc:
+        if type(exc) is not UsageError:
+            raise  # a ConfigError (or another usage error of its own) already says what is wrong
+        raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
     except ValueError as exc:
         raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from shortlist._text import Analyser, analyser
 from shortlist.embeddings._base import Embedder, Vectors
+from shortlist.errors import UsageError
 
 __all__ = ["HashingEmbedder"]
 
@@ -44,7 +45,7 @@ class HashingEmbedder(Embedder):
 
     def __init__(self, dim: int = 384, *, analyser: str | Analyser = "corpus", model_name: str | None = None) -> None:
         if dim < self.min_dim:
-            raise ValueError(f"dim must be >= {self.min_dim}")
+            raise UsageError(f"dim must be >= {self.min_dim}")
         self.dim = dim
         self.model_name = model_name if model_name is not None else f"hashing-{dim}"
         self.analyser = _analyser(analyser)

@@ -25,7 +25,7 @@ import numpy as np
 from shortlist._events import Event, emit
 from shortlist._model_guard import check_model_request
 from shortlist.embeddings._base import Embedder, Vectors
-from shortlist.errors import EmbeddingError
+from shortlist.errors import EmbeddingError, UsageError
 
 __all__ = ["EmbeddingRetry", "OpenAIEmbedder"]
 
@@ -85,11 +85,11 @@ class OpenAIEmbedder(Embedder):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not model:
-            raise ValueError("an OpenAI-compatible embedder needs a model name")
+            raise UsageError("an OpenAI-compatible embedder needs a model name")
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+            raise UsageError(f"base_url must be an http(s) URL, got {base_url!r}")
         if batch_size < 1 or max_retries < 0 or timeout_s <= 0:
-            raise ValueError("batch_size must be >= 1, max_retries >= 0 and timeout_s > 0")
+            raise UsageError("batch_size must be >= 1, max_retries >= 0 and timeout_s > 0")
         self.model = model
         self.model_name = f"openai:{model}"
         base = base_url.rstrip("/")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from shortlist._types import Candidate
 from shortlist._untrusted import fence_line
+from shortlist.errors import UsageError
 
 __all__ = [
     "MAX_REQUEST_CHARS",
@@ -80,9 +81,9 @@ def _schema_text(c: Candidate, limit: int) -> str:
 def build_prompt(tools: Sequence[Candidate], n: int, *, description_chars: int = 800, schema_chars: int = 600) -> str:
     """The prompt asking for ``n`` user requests for each of ``tools`` (numbered from 1), fenced as untrusted data."""
     if n < 2:
-        raise ValueError("ask for at least 2 requests per tool (one example per tool hurts ranking)")
+        raise UsageError("ask for at least 2 requests per tool (one example per tool hurts ranking)")
     if not tools:
-        raise ValueError("build_prompt needs at least one tool")
+        raise UsageError("build_prompt needs at least one tool")
     blocks = []
     for i, c in enumerate(tools, 1):
         lines = [f'<tool number="{i}">', f"name: {_fold(c.name, 120)}"]

@@ -17,14 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
+from shortlist.errors import UsageError
+
 __all__ = ["mean", "mrr_at_k", "ndcg_at_k", "percentile", "recall_at_k"]
 
 
 def _check(gold: Collection[str], k: int) -> None:
     if k <= 0:
-        raise ValueError("k must be positive")
+        raise UsageError("k must be positive")
     if not gold:
-        raise ValueError("the metric is undefined for an empty gold list")
+        raise UsageError("the metric is undefined for an empty gold list")
 
 
 def recall_at_k(ranked: Sequence[str], gold: Collection[str], k: int) -> float:
@@ -81,7 +83,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
     if not 0 <= q <= 100:
-        raise ValueError("q must be between 0 and 100")
+        raise UsageError("q must be between 0 and 100")
     xs = sorted(values)
     pos = (len(xs) - 1) * q / 100
     lo = math.floor(pos)

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from shortlist._tokens import default_counter, definition_text
 from shortlist._types import Query
+from shortlist.errors import UsageError
 from shortlist.eval._datasets import Dataset, EvalQuery, apply_train_examples
 from shortlist.eval._metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from shortlist.rankers._base import Ranker
@@ -123,9 +124,9 @@ def run_eval(
         The report: see ``docs/evaluation.md`` for every key.
     """
     if k <= 0:
-        raise ValueError("k must be positive")
+        raise UsageError("k must be positive")
     if match not in ("id", "name"):
-        raise ValueError(f"match must be 'id' or 'name', got {match!r}")
+        raise UsageError(f"match must be 'id' or 'name', got {match!r}")
     tools = dataset.tools
     examples_added = 0
     if train:

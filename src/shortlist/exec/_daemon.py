@@ -44,7 +44,7 @@ from typing import Any
 
 from shortlist._events import emit
 from shortlist._localsock import UntrustedSocket, check_peer, default_socket_path
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, UsageError
 from shortlist.exec._events import ExecSocketRefused
 from shortlist.exec._server import _failed, answer_quietly
 from shortlist.rankers._registry import SelectorRegistry
@@ -207,7 +207,7 @@ def _read_all(conn: socket.socket) -> bytes:
             return b"".join(chunks)
         size += len(chunk)
         if size > MAX_REQUEST_BYTES:
-            raise ValueError(f"request larger than {MAX_REQUEST_BYTES} bytes")
+            raise UsageError(f"request larger than {MAX_REQUEST_BYTES} bytes")
         chunks.append(chunk)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from shortlist._records import load_queries
 from shortlist._types import Candidate, Query
-from shortlist.errors import CatalogError, MissingDependencyError
+from shortlist.errors import CatalogError, MissingDependencyError, UsageError
 from shortlist.feedback._store import Dialect, FeedbackStore, _ids
 
 try:
@@ -144,7 +144,7 @@ class PostgresFeedbackStore(FeedbackStore):
         """See :meth:`FeedbackStore.record` (one transaction)."""
         text = query.text if isinstance(query, Query) else query
         if not isinstance(text, str) or not text.strip():
-            raise ValueError("a feedback turn needs a non-empty query text")
+            raise UsageError("a feedback turn needs a non-empty query text")
         kind = kind or (query.kind if isinstance(query, Query) else "tool")
         sel, use = _ids(selected, "selected"), _ids(used, "used")
         with self._lock, self._pg() as conn, conn.transaction():

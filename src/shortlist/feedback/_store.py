@@ -23,7 +23,7 @@ from typing import Any
 from shortlist._records import load_queries
 from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist._types import Candidate, Query
-from shortlist.errors import CatalogError
+from shortlist.errors import CatalogError, UsageError
 
 __all__ = ["SQLITE", "Dialect", "FeedbackStore", "apply_examples"]
 
@@ -93,7 +93,7 @@ def _ids(values: Iterable[str], what: str) -> tuple[str, ...]:
         raise TypeError(f"{what} must be a list of ids, not a string")
     out = tuple(dict.fromkeys(values))
     if any(not isinstance(v, str) or not v for v in out):
-        raise ValueError(f"{what} must hold non-empty string ids")
+        raise UsageError(f"{what} must hold non-empty string ids")
     return out
 
 
@@ -190,7 +190,7 @@ class FeedbackStore:
         """
         text = query.text if isinstance(query, Query) else query
         if not isinstance(text, str) or not text.strip():
-            raise ValueError("a feedback turn needs a non-empty query text")
+            raise UsageError("a feedback turn needs a non-empty query text")
         kind = kind or (query.kind if isinstance(query, Query) else "tool")
         sel, use = _ids(selected, "selected"), _ids(used, "used")
         with self._lock:

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._events import Event, emit
 from shortlist._types import Candidate
+from shortlist.errors import UsageError
 from shortlist.mcp._client import MCPClient
 from shortlist.mcp._proxy_server import build_server
 from shortlist.mcp._tools import mcp_policy
@@ -200,7 +201,7 @@ class MCPProxy:
         state_path: str | os.PathLike[str] | None = None,
     ) -> None:
         if k < 1:
-            raise ValueError("k must be >= 1")
+            raise UsageError("k must be >= 1")
         self.client = client
         self.selector = selector
         self.k = k

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from shortlist.errors import MemoryScopeError, MemoryValueError
+from shortlist.errors import MemoryScopeError, MemoryValueError, UsageError
 
 __all__ = [
     "CONSENT_CATEGORIES",
@@ -206,7 +206,7 @@ class Memory:
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or not self.type:
-            raise ValueError("Memory.type must be a non-empty string")
+            raise UsageError("Memory.type must be a non-empty string")
         if not isinstance(self.content, str):
             raise TypeError("Memory.content must be a string")
         object.__setattr__(self, "scope", dict(self.scope or {}))
@@ -214,7 +214,7 @@ class Memory:
         object.__setattr__(self, "confidence", float(self.confidence))
         tr = tuple(int(t) for t in self.turn_range)
         if len(tr) != 2:
-            raise ValueError("Memory.turn_range must hold two integers")
+            raise UsageError("Memory.turn_range must hold two integers")
         object.__setattr__(self, "turn_range", tr)
         for name in ("created_at", "accessed_at", "expires_at"):
             object.__setattr__(self, name, _utc(getattr(self, name)))

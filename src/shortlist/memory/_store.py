@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from shortlist._text import analyser
+from shortlist.errors import UsageError
 from shortlist.memory._record import Memory, new_memory_id, scope_key, validate_scope
 
 __all__ = ["InMemoryStore", "MemoryStore"]
@@ -24,9 +25,9 @@ __all__ = ["InMemoryStore", "MemoryStore"]
 
 def _check_limit(limit: int, offset: int = 0) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"limit must be an integer >= 0, got {limit!r}")
+        raise UsageError(f"limit must be an integer >= 0, got {limit!r}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an integer >= 0, got {offset!r}")
+        raise UsageError(f"offset must be an integer >= 0, got {offset!r}")
 
 
 class MemoryStore(ABC):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._events import Event, EventHook, emit
 from shortlist._types import TurnSelection
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from shortlist.selection._facade import Shortlist
@@ -135,9 +135,9 @@ def _ids(value: Any) -> tuple[str, ...]:
 
 def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError("counts must be non-negative integers")
+        raise UsageError("counts must be non-negative integers")
     if value > MAX_STATE_COUNT:
-        raise ValueError(f"counts must be at most {MAX_STATE_COUNT:,}")
+        raise UsageError(f"counts must be at most {MAX_STATE_COUNT:,}")
     return value
 
 

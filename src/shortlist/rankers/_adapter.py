@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from shortlist._types import Candidate
 from shortlist.embeddings._base import Embedder
-from shortlist.errors import ConfigError
+from shortlist.errors import ConfigError, UsageError
 from shortlist.rankers._base import candidate_text
 
 __all__ = ["QueryAdapter", "train_adapter"]
@@ -127,11 +127,11 @@ def train_adapter(
         ValueError: no pair names a tool of the catalog, or ``ridge <= 0``.
     """
     if ridge <= 0:
-        raise ValueError("ridge must be positive")
+        raise UsageError("ridge must be positive")
     by_id = {c.id: c for c in candidates}
     kept = [(q, t) for q, t in pairs if t in by_id and q.strip()]
     if not kept:
-        raise ValueError("no (query, tool) pair names a tool of the catalog")
+        raise UsageError("no (query, tool) pair names a tool of the catalog")
     used = sorted({t for _, t in kept})
     targets = np.asarray(embedder.embed([candidate_text(by_id[t]) for t in used]), dtype=np.float64)
     row = {t: i for i, t in enumerate(used)}

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shortlist._types import Candidate, Query, Selection
+from shortlist.errors import UsageError
 from shortlist.selection._base import Selector
 
 __all__ = ["Abstention", "Ranker", "Scores", "candidate_text"]
@@ -78,9 +79,9 @@ class Ranker(Selector):
         adaptive_k: float | None = None,
     ) -> None:
         if top_k <= 0:
-            raise ValueError("top_k must be positive")
+            raise UsageError("top_k must be positive")
         if adaptive_k is not None and not 0 < adaptive_k < 1:
-            raise ValueError("adaptive_k must be between 0 and 1")
+            raise UsageError("adaptive_k must be between 0 and 1")
         self.name = name
         self.top_k = top_k
         self.abstention = abstention
@@ -115,7 +116,7 @@ class Ranker(Selector):
         raw, confidence = self.score_with_confidence(query, candidates)
         scores = np.asarray(raw, dtype=np.float64)
         if scores.shape != (len(candidates),):
-            raise ValueError(f"{self.name}: score() returned shape {scores.shape} for {len(candidates)} candidates")
+            raise UsageError(f"{self.name}: score() returned shape {scores.shape} for {len(candidates)} candidates")
         if self.abstention is not None and self.abstention.abstains(np.asarray(confidence, dtype=np.float64)):
             return Selection(reason="abstained: no candidate fits the query", abstained=True)
         k = min(query.k or self.top_k, len(candidates))

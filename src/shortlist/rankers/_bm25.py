@@ -28,6 +28,7 @@ import bm25s
 import numpy as np
 
 from shortlist._types import Candidate, Query, Selection
+from shortlist.errors import UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores
 from shortlist.rankers._text import candidate_fields, content_key, joined, tool_analyser
 
@@ -131,11 +132,11 @@ class Bm25Ranker(Ranker):
         abstention = Abstention(min_score, min_margin) if min_score is not None or min_margin is not None else None
         super().__init__(name=name, top_k=top_k, abstention=abstention, adaptive_k=adaptive_k)
         if k1 < 0 or not 0 <= b <= 1:
-            raise ValueError("k1 must be >= 0 and b between 0 and 1")
+            raise UsageError("k1 must be >= 0 and b between 0 and 1")
         if examples_mode not in ("field", "merge"):
-            raise ValueError(f"examples_mode must be 'field' or 'merge', got {examples_mode!r}")
+            raise UsageError(f"examples_mode must be 'field' or 'merge', got {examples_mode!r}")
         if name_weight < 0 or examples_weight < 0 or cache_size < 1:
-            raise ValueError("name_weight and examples_weight must be >= 0, cache_size >= 1")
+            raise UsageError("name_weight and examples_weight must be >= 0, cache_size >= 1")
         self.k1 = float(k1)
         self.b = float(b)
         self.analyzer = tool_analyser(stopwords=stopwords, stem=stem)

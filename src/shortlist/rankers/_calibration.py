@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shortlist._types import Candidate, Query
+from shortlist.errors import UsageError
 from shortlist.rankers._base import Ranker
 
 __all__ = ["CurvePoint", "abstention_curve", "auroc", "pick_threshold"]
@@ -61,9 +62,9 @@ def abstention_curve(
         ValueError: ``queries`` and ``golds`` differ in length, or the catalog is empty.
     """
     if len(queries) != len(golds):
-        raise ValueError(f"{len(queries)} queries but {len(golds)} gold lists")
+        raise UsageError(f"{len(queries)} queries but {len(golds)} gold lists")
     if not candidates:
-        raise ValueError("the catalog is empty")
+        raise UsageError("the catalog is empty")
     ids = [c.id for c in candidates]
     confidence = np.empty(len(queries))
     recall = np.zeros(len(queries))
@@ -99,7 +100,7 @@ def pick_threshold(curve: Sequence[CurvePoint], *, min_recall: float) -> CurvePo
     """
     ok = [p for p in curve if p.recall >= min_recall]
     if not ok:
-        raise ValueError(f"no threshold keeps recall >= {min_recall}")
+        raise UsageError(f"no threshold keeps recall >= {min_recall}")
     return max(ok, key=lambda p: (p.abstention, p.recall))
 
 
@@ -117,9 +118,9 @@ def auroc(positive: Iterable[float], negative: Iterable[float]) -> float:
     pos = np.asarray(list(positive), dtype=np.float64)
     neg = np.asarray(list(negative), dtype=np.float64)
     if pos.size == 0 or neg.size == 0:
-        raise ValueError("auroc needs at least one positive and one negative query")
+        raise UsageError("auroc needs at least one positive and one negative query")
     if np.isnan(pos).any() or np.isnan(neg).any():
-        raise ValueError("auroc got a NaN confidence")
+        raise UsageError("auroc got a NaN confidence")
     both = np.concatenate([pos, neg])
     order = np.argsort(both, kind="stable")
     ranks = np.empty(both.size, dtype=np.float64)

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shortlist.embeddings._base import Embedder
+from shortlist.errors import UsageError
 from shortlist.rankers._base import Scores
 
 __all__ = [
@@ -184,11 +185,11 @@ class AnchorConfidence:
     def __init__(self, anchors: Sequence[str] | None = None, *, tau: float = DEFAULT_TAU) -> None:
         texts = tuple(NO_TOOL_ANCHORS if anchors is None else anchors)
         if isinstance(anchors, str):
-            raise ValueError("anchors must be a sequence of texts, not one string")
+            raise UsageError("anchors must be a sequence of texts, not one string")
         if not texts or any(not isinstance(t, str) or not t.strip() for t in texts):
-            raise ValueError("anchors must be non-empty texts")
+            raise UsageError("anchors must be non-empty texts")
         if not tau > 0:
-            raise ValueError("tau must be positive")
+            raise UsageError("tau must be positive")
         self.anchors = texts
         self.tau = float(tau)
         self._lock = threading.Lock()

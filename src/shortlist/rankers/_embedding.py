@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from shortlist._types import Candidate, Query
 from shortlist.embeddings._base import Embedder
-from shortlist.errors import EmbeddingError
+from shortlist.errors import EmbeddingError, UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores, candidate_text
 from shortlist.selection._base import SelectorContext
 
@@ -160,16 +160,16 @@ class EmbeddingRanker(Ranker):
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(f"embedder must be a shortlist Embedder, not {type(embedder).__name__}")
         if not 0.0 <= example_weight <= 1.0:
-            raise ValueError("example_weight must be between 0 and 1")
+            raise UsageError("example_weight must be between 0 and 1")
         if example_top < 1 or max_examples < 1:
-            raise ValueError("example_top and max_examples must be >= 1")
+            raise UsageError("example_top and max_examples must be >= 1")
         self.use_examples = use_examples
         self.example_weight = float(example_weight)
         self.example_top = int(example_top)
         if example_aggregation not in ("lse", "top_mean"):
-            raise ValueError(f"example_aggregation must be 'lse' or 'top_mean', got {example_aggregation!r}")
+            raise UsageError(f"example_aggregation must be 'lse' or 'top_mean', got {example_aggregation!r}")
         if example_tau <= 0:
-            raise ValueError("example_tau must be positive")
+            raise UsageError("example_tau must be positive")
         self.example_aggregation: ExampleAggregation = example_aggregation
         self.example_tau = float(example_tau)
         self.max_examples = int(max_examples)

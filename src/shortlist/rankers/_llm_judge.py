@@ -32,7 +32,7 @@ from shortlist._model_guard import is_test_double, model_requests_blocked
 from shortlist._types import Candidate, Query, Selection
 from shortlist._untrusted import fence_line
 from shortlist.embeddings._base import Embedder
-from shortlist.errors import ConfigError, SelectorError
+from shortlist.errors import ConfigError, SelectorError, UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores
 from shortlist.rankers._embedding import make_abstention
 from shortlist.selection._base import SelectorContext
@@ -160,7 +160,7 @@ class LlmJudgeRanker(Ranker):
     ) -> None:
         super().__init__(name=name, top_k=top_k, abstention=make_abstention(abstention, min_score, min_margin))
         if shortlist_n < 1 or max_output_chars < 1 or description_chars < 10:
-            raise ValueError("shortlist_n and max_output_chars must be >= 1, description_chars >= 10")
+            raise UsageError("shortlist_n and max_output_chars must be >= 1, description_chars >= 10")
         self.model = _resolve_model(model)
         self.shortlist_n = shortlist_n
         self.max_output_chars = max_output_chars

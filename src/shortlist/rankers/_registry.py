@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from shortlist._builtins import BUILTIN_SELECTORS, DEFAULT_SELECTOR, builtin_selector_names
 from shortlist._config import EXEC_TYPE, RuntimeConfig, SelectorConfig
 from shortlist._loading import import_attribute
-from shortlist.errors import ConfigError, MissingDependencyError, ShortlistError
+from shortlist.errors import ConfigError, MissingDependencyError, UsageError
 from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
 from shortlist.selection._base import Selector, SelectorContext
 
@@ -79,8 +79,10 @@ def create_builtin_selector(type_name: str, *, name: str | None = None, **option
     factory = _load_factory(type_name)
     try:
         selector = factory(name=name or type_name, **options)
-    except ShortlistError:
-        raise  # already says what is wrong (a UsageError is a ValueError too)
+    except UsageError as exc:
+        if type(exc) is not UsageError:
+            raise  # a ConfigError (or another usage error of its own) already says what is wrong
+        raise ConfigError(f"invalid options for selector type {type_name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"invalid options for selector type {type_name!r}: {exc}") from exc
     if not isinstance(selector, Selector):

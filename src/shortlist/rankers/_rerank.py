@@ -28,6 +28,7 @@ from shortlist._events import Event, emit
 from shortlist._model_guard import check_model_request
 from shortlist._types import Candidate, Query
 from shortlist.embeddings._base import Embedder
+from shortlist.errors import UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores, candidate_text
 from shortlist.rankers._embedding import make_abstention
 from shortlist.selection._base import SelectorContext
@@ -69,16 +70,16 @@ def parse_rerank_response(payload: Any, count: int) -> list[tuple[int, float]]:
     else:
         items = payload if isinstance(payload, list) else None
     if items is None:
-        raise ValueError("rerank response has no results/data/rerank list")
+        raise UsageError("rerank response has no results/data/rerank list")
     out: list[tuple[int, float]] = []
     seen: set[int] = set()
     for rank, item in enumerate(items):
         if not isinstance(item, Mapping) or isinstance(item.get("index"), bool):
-            raise ValueError(f"rerank result {rank} is not an object with an index")
+            raise UsageError(f"rerank result {rank} is not an object with an index")
         try:
             index = int(item["index"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"rerank result {rank} has no integer index") from exc
+            raise UsageError(f"rerank result {rank} has no integer index") from exc
         raw = item.get("relevance_score", item.get("score"))
         score = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else -float(rank)
         if 0 <= index < count and index not in seen:
@@ -131,9 +132,9 @@ class RerankRanker(Ranker):
     ) -> None:
         super().__init__(name=name, top_k=top_k, abstention=make_abstention(abstention, min_score, min_margin))
         if protocol not in ("default", "cohere", "voyage", "tei"):
-            raise ValueError(f"protocol must be default, cohere, voyage or tei, got {protocol!r}")
+            raise UsageError(f"protocol must be default, cohere, voyage or tei, got {protocol!r}")
         if candidates_n < 1 or timeout_s <= 0:
-            raise ValueError("candidates_n must be >= 1 and timeout_s > 0")
+            raise UsageError("candidates_n must be >= 1 and timeout_s > 0")
         self._url = url
         self._api_key = api_key
         self.api_key_env = api_key_env
@@ -177,7 +178,7 @@ class RerankRanker(Ranker):
         """
         url = self.url
         if not url:
-            raise ValueError("no rerank URL configured")
+            raise UsageError("no rerank URL configured")
         check_model_request(url, who=self.name, test_double=isinstance(self._transport, httpx.MockTransport))
         headers = {"Content-Type": "application/json"}
         key = self._key()
@@ -201,7 +202,7 @@ class RerankRanker(Ranker):
         try:
             ranked = self.remote(query.text, documents, min(query.k or self.top_k, n))
             if not ranked:
-                raise ValueError("the rerank endpoint returned no results")
+                raise UsageError("the rerank endpoint returned no results")
         except (httpx.HTTPError, ValueError) as exc:
             emit(RerankFallback(ranker=self.name, reason="error", error=f"{type(exc).__name__}: {exc}"[:500]))
             return base, confidence
@@ -239,4 +240,4 @@ def _first_stage(kind: str, name: str, top_k: int, embedder: Embedder | None) ->
         from shortlist.rankers._hybrid import HybridRanker
 
         return HybridRanker(name=f"{name}.hybrid", top_k=top_k, embedder=embedder)
-    raise ValueError(f"first_stage must be hybrid, bm25 or embedding, got {kind!r}")
+    raise UsageError(f"first_stage must be hybrid, bm25 or embedding, got {kind!r}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from shortlist._text import Analyser, analyser, stopword_list
 from shortlist._types import Candidate
+from shortlist.errors import UsageError
 
 __all__ = [
     "STOPWORD_SETS",
@@ -37,7 +38,7 @@ def tool_analyser(*, stopwords: str = "en", stem: bool = True) -> Analyser:
         ValueError: an unknown stopword list.
     """
     if stopwords not in STOPWORD_SETS:
-        raise ValueError(f"unknown stopwords {stopwords!r}; expected one of {sorted(STOPWORD_SETS)}")
+        raise UsageError(f"unknown stopwords {stopwords!r}; expected one of {sorted(STOPWORD_SETS)}")
     return analyser("tools", stopwords=stopwords, stem="english" if stem else None)
 
 

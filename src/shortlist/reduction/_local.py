@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from shortlist._text import Analyser, analyser
+from shortlist.errors import UsageError
 from shortlist.reduction._contract import (
     ContextSelectionCall,
     ContextSelector,
@@ -281,7 +282,7 @@ def relevance_selector(
         else:
             scores = list(score(text, ["\n".join(parts[c.step_id]) or c.excerpt for c in cands]))
         if len(scores) != len(cands):
-            raise ValueError(f"scorer returned {len(scores)} scores for {len(cands)} steps")
+            raise UsageError(f"scorer returned {len(scores)} scores for {len(cands)} steps")
         ranked = sorted(zip(scores, cands, strict=True), key=lambda sc: (-sc[0], -sc[1].position))
         return _greedy(call, [c for _, c in ranked], contiguous=False)
 

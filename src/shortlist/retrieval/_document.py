@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from shortlist.errors import UsageError
+
 __all__ = ["Chunk", "Chunker", "Document"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -39,7 +41,7 @@ class Document:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
-            raise ValueError(f"Document.id must be a non-empty string, got {self.id!r}")
+            raise UsageError(f"Document.id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.title, str) or not isinstance(self.text, str):
             raise TypeError(f"Document {self.id!r}: title and text must be strings")
         if not isinstance(self.metadata, Mapping):
@@ -132,7 +134,7 @@ class Chunker:
 
     def __post_init__(self) -> None:
         if self.max_words < 1 or not 0 <= self.overlap < self.max_words:
-            raise ValueError("Chunker needs max_words >= 1 and 0 <= overlap < max_words")
+            raise UsageError("Chunker needs max_words >= 1 and 0 <= overlap < max_words")
 
     def to_dict(self) -> dict[str, int]:
         """The settings, as recorded in an index manifest."""

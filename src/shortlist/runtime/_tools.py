@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shortlist._types import Candidate
+from shortlist.errors import UsageError
 
 __all__ = ["Tool", "tool"]
 
@@ -88,7 +89,7 @@ class Tool:
             raise RuntimeError(f"tool {self.name!r} has no implementation")
         args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
         if not isinstance(args, dict):
-            raise ValueError("tool arguments must be a JSON object")
+            raise UsageError("tool arguments must be a JSON object")
         out = self.func(**args)
         if inspect.isawaitable(out):
             out = await out

@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from shortlist.errors import UsageError
+
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
 
@@ -34,7 +36,7 @@ class CoUsage:
 
     def __init__(self, *, min_count: int = 2, min_ratio: float = 0.5, limit: int = 3) -> None:
         if min_count < 1 or not 0 < min_ratio <= 1 or limit < 0:
-            raise ValueError("CoUsage needs min_count >= 1, 0 < min_ratio <= 1 and limit >= 0")
+            raise UsageError("CoUsage needs min_count >= 1, 0 < min_ratio <= 1 and limit >= 0")
         self.min_count = min_count
         self.min_ratio = min_ratio
         self.limit = limit

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from shortlist import _telemetry as telemetry
 from shortlist._events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist._types import FALLBACK_REASONS, Candidate, Query, Selection, TurnSelection
-from shortlist.errors import SelectorError, SelectorTimeout
+from shortlist.errors import SelectorError, SelectorTimeout, UsageError
 from shortlist.rankers._wrappers import with_deadline
 from shortlist.selection._base import Selector
 
@@ -112,11 +112,11 @@ class NarrowingPolicy:
 
     def __post_init__(self) -> None:
         if self.order not in ("ranking", "source"):
-            raise ValueError(f"order must be 'ranking' or 'source', got {self.order!r}")
+            raise UsageError(f"order must be 'ranking' or 'source', got {self.order!r}")
         if self.on_abstain not in ("all", "pins"):
-            raise ValueError(f"on_abstain must be 'all' or 'pins', got {self.on_abstain!r}")
+            raise UsageError(f"on_abstain must be 'all' or 'pins', got {self.on_abstain!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
-            raise ValueError("timeout_s must be positive or None")
+            raise UsageError("timeout_s must be positive or None")
 
 
 def live_tool_policy(base: NarrowingPolicy | None = None) -> NarrowingPolicy:

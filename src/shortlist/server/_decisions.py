@@ -30,6 +30,7 @@ from typing import Any
 
 from shortlist._tokens import tool_tokens
 from shortlist._types import Candidate, TurnSelection
+from shortlist.errors import UsageError
 from shortlist.rankers._wrappers import BreakerSelector
 from shortlist.selection._base import Selector
 from shortlist.server._settings import KeyPolicy
@@ -145,7 +146,7 @@ class DecisionLog:
         self, capacity: int = DEFAULT_CAPACITY, catalogs: Mapping[str, Sequence[Candidate]] | None = None
     ) -> None:
         if capacity < 1:
-            raise ValueError("capacity must be >= 1")
+            raise UsageError("capacity must be >= 1")
         self.capacity = capacity
         self._ring: deque[Decision] = deque(maxlen=capacity)
         self._lock = threading.Lock()

@@ -31,7 +31,7 @@ from typing import Any
 
 from shortlist._events import EventHook, emit
 from shortlist._types import Candidate, Query, TurnSelection
-from shortlist.errors import SkillToolError
+from shortlist.errors import SkillToolError, UsageError
 from shortlist.selection._base import Selector
 from shortlist.selection._narrowing import NarrowingPolicy, is_wildcard, narrow
 from shortlist.skills._events import SkillResourceRefused
@@ -96,7 +96,7 @@ class SkillsCapability:
         max_resource_bytes: int = DEFAULT_MAX_RESOURCE_BYTES,
     ) -> None:
         if max_active < 0:
-            raise ValueError("max_active must be >= 0 (0 means unlimited)")
+            raise UsageError("max_active must be >= 0 (0 means unlimited)")
         self.skills = skills
         self.pack_tools: tuple[str, ...] = tuple(dict.fromkeys(pack_tools))
         self.max_active = max_active
@@ -125,7 +125,7 @@ class SkillsCapability:
             ValueError: ``turn`` is not a skill narrowing.
         """
         if turn is not None and turn.query.kind != "skill":
-            raise ValueError(f"the skill index needs a kind='skill' narrowing, got kind={turn.query.kind!r}")
+            raise UsageError(f"the skill index needs a kind='skill' narrowing, got kind={turn.query.kind!r}")
         with self._lock:
             self._turn = turn
 

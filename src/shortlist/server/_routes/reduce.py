@@ -11,7 +11,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shortlist.errors import ContextBudgetError
+from shortlist.errors import ContextBudgetError, UsageError
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.server._auth import require_key
 from shortlist.server._errors import ApiError
@@ -55,7 +55,7 @@ class ChatMessage(BaseModel):
         else:
             chars = sum(len(p["text"]) for p in content if isinstance(p.get("text"), str))
         if chars > MAX_TEXT_CHARS:  # the text is never echoed: only its length
-            raise ValueError(f"a message's text is {chars:,} characters; at most {MAX_TEXT_CHARS:,} are accepted")
+            raise UsageError(f"a message's text is {chars:,} characters; at most {MAX_TEXT_CHARS:,} are accepted")
         return self
 
 
