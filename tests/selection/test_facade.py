@@ -59,3 +59,20 @@ def test_default_selector_and_config_binding(tmp_path) -> None:  # type: ignore[
     assert turn.selector == "fast" and turn.ids == ("git", "csv")
     none = Shortlist(SKILLS, selector=None).select("git")
     assert none.fallback == "no_selector"
+
+
+def test_derive_shares_every_attribute_it_does_not_set() -> None:
+    from shortlist._types import Candidate as _Candidate
+    from shortlist.selection._facade import Shortlist as _Shortlist
+    from shortlist.testing import StaticSelector
+
+    parent = _Shortlist(catalog=[_Candidate("a", "a", "first")], selector=StaticSelector(["a"]))
+    parent.extra_state = object()  # type: ignore[attr-defined]  # an attribute the facade may grow later
+    twin = parent.derive(kind="skill", catalog=[_Candidate("b", "b", "second")])
+    set_by_derive = {"kind", "catalog", "policy", "_selector_arg", "_owns_registry", "_owns_examples"}
+    for name, value in vars(parent).items():
+        if name not in set_by_derive:
+            assert getattr(twin, name) is value, name
+    assert twin.kind == "skill" and [c.id for c in twin.catalog] == ["b"]
+    assert parent.kind != "skill" and [c.id for c in parent.catalog] == ["a"]
+    assert not twin._owns_registry and parent._owns_registry

@@ -14,6 +14,7 @@ work ahead of the first turn.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -186,16 +187,12 @@ class Shortlist:
         one registry, so a selector named twice is built once. Closing the sibling closes
         nothing; close the parent.
         """
-        twin = object.__new__(Shortlist)
-        twin.config = self.config
-        twin.registry = self.registry
+        twin = copy.copy(self)  # every attribute shared, so one added later is inherited too
         twin.policy = policy or self.policy
         twin.kind = kind or self.kind
-        twin._hooks = self._hooks
         twin.catalog = tuple(self.catalog if catalog is None else catalog)
         twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
-        twin._owns_registry = False
-        twin.examples = self.examples
+        twin._owns_registry = False  # the parent closes what it opened
         twin._owns_examples = False
         return twin
 
