@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shortlist._config import BreakerConfig, parse_runtime_config, runtime_config_schema
+from shortlist._config import parse_runtime_config, runtime_config_schema
+from shortlist._config_sections import BreakerConfig
 from shortlist._events import Event, SelectionFallback, add_event_hook, remove_event_hook
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError, SelectorError

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shortlist import _telemetry as telemetry
-from shortlist._config import SandboxConfig, SelectorConfig
+from shortlist._config_sections import SandboxConfig, SelectorConfig
 from shortlist._events import emit
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError, SelectorError, SelectorProcessError, SelectorProtocolError, SelectorTimeout

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from shortlist._builtins import BUILTIN_SELECTORS, DEFAULT_SELECTOR, builtin_selector_names
-from shortlist._config import EXEC_TYPE, RuntimeConfig, SelectorConfig
+from shortlist._config import RuntimeConfig
+from shortlist._config_sections import EXEC_TYPE, SelectorConfig
 from shortlist._loading import import_attribute
 from shortlist.errors import ConfigError, MissingDependencyError, ShortlistError
 from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from shortlist._config import BreakerConfig, RuntimeConfig, load_runtime_config
+from shortlist._config import RuntimeConfig, load_runtime_config
+from shortlist._config_sections import BreakerConfig
 from shortlist._events import Event, add_event_hook, emit, remove_event_hook
 from shortlist._types import Candidate
 from shortlist.errors import ConfigError
