@@ -80,7 +80,7 @@ class SandboxConfig(BaseModel):
 class BreakerConfig(_Strict):
     """``breaker:`` of a selector: open after ``failures`` consecutive failures, probe after ``cooldown_ms``.
 
-    See :class:`~shortlist.rankers._wrappers.BreakerSelector`.
+    See :class:`~shortlist.rankers._breaker.BreakerSelector`.
     """
 
     failures: int = Field(default=3, ge=1)

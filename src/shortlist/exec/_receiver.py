@@ -14,7 +14,7 @@ request gets the same answer, byte for byte, whichever surface receives it. The 
 * the answer is the selector's own (no narrowing, no pins), encoded by
   :func:`~shortlist.exec._encode.encode_response`: ``abstained`` appears only when true;
 * a deadline is the selector's: the caller hands in a selector wrapped in
-  :class:`~shortlist.rankers._wrappers.TimeoutSelector` when it has one, and its
+  :class:`~shortlist.rankers._timeout.TimeoutSelector` when it has one, and its
   :class:`~shortlist.errors.SelectorTimeout` propagates like any failure of the selector.
 """
 

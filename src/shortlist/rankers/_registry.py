@@ -30,7 +30,9 @@ from shortlist._config import RuntimeConfig
 from shortlist._config_sections import EXEC_TYPE, SelectorConfig
 from shortlist._loading import import_attribute
 from shortlist.errors import ConfigError, MissingDependencyError, ShortlistError
-from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
+from shortlist.rankers._breaker import BreakerSelector
+from shortlist.rankers._timeout import TimeoutSelector
+from shortlist.rankers._wrappers import FallbackSelector, WrapperSelector
 from shortlist.selection._base import Selector, SelectorContext
 
 if TYPE_CHECKING:

@@ -79,7 +79,7 @@ def open_memory_store(url: str) -> MemoryStore:
 def _with_default_breakers(config: RuntimeConfig, settings: ServerSettings) -> RuntimeConfig:
     """``config`` with a circuit breaker on every external selector that has no ``breaker:`` of its own.
 
-    The breaker is the library's (:class:`~shortlist.rankers._wrappers.BreakerSelector`), built
+    The breaker is the library's (:class:`~shortlist.rankers._breaker.BreakerSelector`), built
     by the registry like every ``breaker:``; the service's default is ``--breaker-threshold``
     consecutive failures and ``--breaker-cooldown`` seconds (threshold 0: no default breaker).
     """
