@@ -1,6 +1,6 @@
 """Private local sockets for the exec daemon: where the default one lives, and what makes one trusted.
 
-Standard library only: the spawned thin client (``shortlist.cli._exec_selector``) imports it
+Standard library only: the spawned thin client (``shortlist.cli._exec_forward``) imports it
 before anything heavy. A UNIX socket path is a name another local user can take first (bind
 it, mode 0777, and receive every query sent there), so:
 

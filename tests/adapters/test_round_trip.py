@@ -186,7 +186,7 @@ def test_render_tools_refuses_unknown_ids_and_formats() -> None:
 
 
 def test_the_definition_survives_the_exec_protocol_encoding() -> None:
-    from shortlist.exec._protocol import _candidate_dict
+    from shortlist.exec._encode import _candidate_dict
 
     (cand,) = candidates_from_tools([_anthropic_tool()])
     encoded = json.loads(json.dumps(_candidate_dict(cand)))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from loopback import http_thread
-from shortlist._config import CredentialConfig, EmbeddingProviderConfig
+from shortlist._config_sections import CredentialConfig, EmbeddingProviderConfig
 from shortlist._events import Event, event_hooks
 from shortlist.embeddings._cache import CachingEmbedder
 from shortlist.embeddings._default import DefaultEmbedder

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 import pytest
 
-from shortlist._config import EmbeddingProviderConfig
+from shortlist._config_sections import EmbeddingProviderConfig
 from shortlist._types import Candidate, Query
 from shortlist.embeddings._default import (
     DEFAULT_MODEL_NAME,

@@ -61,7 +61,7 @@ def test_single_texts_bypass_the_cache(tmp_path: Path) -> None:
 
 
 def test_ranker_and_factory_options(tmp_path: Path) -> None:
-    from shortlist._config import EmbeddingProviderConfig
+    from shortlist._config_sections import EmbeddingProviderConfig
     from shortlist._types import Candidate, Query
     from shortlist.embeddings._default import DefaultEmbedder
     from shortlist.embeddings._factory import build_embedder

@@ -245,7 +245,7 @@ def test_the_cache_location_setting_takes_a_url(url: str, monkeypatch: pytest.Mo
 
 
 def test_a_provider_vector_cache_url(url: str) -> None:
-    from shortlist._config import EmbeddingProviderConfig
+    from shortlist._config_sections import EmbeddingProviderConfig
     from shortlist.embeddings._default import DefaultEmbedder
     from shortlist.embeddings._factory import build_embedder
 

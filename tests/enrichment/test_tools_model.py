@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shortlist._config import EmbeddingProviderConfig
+from shortlist._config_sections import EmbeddingProviderConfig
 from shortlist.embeddings._default import (
     DEFAULT_MODEL_NAME,
     EMBEDDED_MODELS,

@@ -11,7 +11,7 @@ import time
 import pytest
 from exec_helpers import BEHAVE, PYTHON, process_gone
 
-from shortlist._config import SelectorConfig
+from shortlist._config_sections import SelectorConfig
 from shortlist._events import Event, SelectionFallback
 from shortlist._types import Candidate, Query
 from shortlist.errors import (

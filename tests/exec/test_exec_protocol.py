@@ -10,14 +10,8 @@ import pytest
 
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import SelectorProtocolError
-from shortlist.exec._protocol import (
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-    request_schema,
-    response_schema,
-)
+from shortlist.exec._encode import encode_request, encode_response
+from shortlist.exec._protocol import decode_request, decode_response, request_schema, response_schema
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "exec-protocol.md"
 

@@ -11,7 +11,8 @@ import pytest
 from exec_helpers import PYTHON, RERANK
 
 from loopback import http_thread, starts_processes
-from shortlist._config import SelectorConfig, parse_runtime_config
+from shortlist._config import parse_runtime_config
+from shortlist._config_sections import SelectorConfig
 from shortlist._events import Event, SelectionFallback
 from shortlist._types import Candidate, Query
 from shortlist.rankers._exec_client import ExecSelector

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from exec_helpers import BEHAVE, PYTHON
 
-from shortlist._config import SandboxConfig, SelectorConfig, parse_runtime_config
+from shortlist._config import parse_runtime_config
+from shortlist._config_sections import SandboxConfig, SelectorConfig
 from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
 from shortlist.exec._sandbox import DirectSandbox, build_sandbox, grant_env

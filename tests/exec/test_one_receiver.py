@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from shortlist._types import Candidate, Query, Selection
 from shortlist.exec._server import serve_once, serve_worker
-from shortlist.rankers._wrappers import TimeoutSelector
+from shortlist.rankers._timeout import TimeoutSelector
 from shortlist.selection._base import Selector
 from shortlist.server import ServerSettings, create_app
 from shortlist.server._state import ServiceState

@@ -26,7 +26,7 @@ from promptkit_payload import SKILLS, TOOLS_200, skill_request, tool_request
 from loopback import free_port, starts_processes, wait_http_ready, wait_until
 from shortlist._config import parse_runtime_config
 from shortlist._types import Candidate, Query
-from shortlist.cli._exec_selector import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
+from shortlist.cli._exec_forward import DEFAULT_SELECTOR_NAME, ENV_FORWARD_TIMEOUT, ENV_SOCKET, ENV_URL
 from shortlist.errors import ConfigError
 from shortlist.exec._daemon import STATUS_ERROR, STATUS_OK, STATUS_REFUSED, ExecDaemon
 from shortlist.exec._protocol import decode_request, selector_k

@@ -26,7 +26,7 @@ from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorTimeout
 from shortlist.exec._server import serve_once
 from shortlist.rankers._base import WARM_UP_QUERY, Ranker, Scores
-from shortlist.rankers._wrappers import TimeoutSelector, with_deadline
+from shortlist.rankers._timeout import TimeoutSelector, with_deadline
 from shortlist.selection._narrowing import NarrowingPolicy, anarrow, narrow
 from shortlist.testing import SlowSelector
 

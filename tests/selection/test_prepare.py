@@ -20,8 +20,10 @@ from shortlist._types import Candidate, Query, Selection
 from shortlist.eval._datasets import Dataset
 from shortlist.eval._runner import run_eval
 from shortlist.rankers._base import WARM_UP_CANDIDATES, WARM_UP_QUERY, Ranker, Scores
+from shortlist.rankers._breaker import BreakerSelector
 from shortlist.rankers._registry import SelectorRegistry
-from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector
+from shortlist.rankers._timeout import TimeoutSelector
+from shortlist.rankers._wrappers import FallbackSelector
 from shortlist.selection._base import FunctionSelector, Selector
 from shortlist.selection._facade import Shortlist
 

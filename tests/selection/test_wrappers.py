@@ -11,19 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shortlist._config import BreakerConfig, parse_runtime_config, runtime_config_schema
+from shortlist._config import parse_runtime_config, runtime_config_schema
+from shortlist._config_sections import BreakerConfig
 from shortlist._events import Event, SelectionFallback, add_event_hook, remove_event_hook
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError, SelectorError
+from shortlist.rankers._breaker import BreakerSelector, CircuitBreakerChanged
 from shortlist.rankers._registry import SelectorRegistry, create_builtin_selector
-from shortlist.rankers._wrappers import (
-    BreakerSelector,
-    CircuitBreakerChanged,
-    FallbackSelector,
-    SelectorFellBack,
-    TimeoutSelector,
-    WrapperSelector,
-)
+from shortlist.rankers._timeout import TimeoutSelector
+from shortlist.rankers._wrappers import FallbackSelector, SelectorFellBack, WrapperSelector
 from shortlist.runtime import Conversation, Pack
 from shortlist.selection._base import Selector
 from shortlist.selection._facade import Shortlist

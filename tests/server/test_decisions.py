@@ -14,7 +14,8 @@ from server_helpers import EXAMPLE_CATALOG, serve
 from shortlist._tokens import tool_tokens
 from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorError
-from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector
+from shortlist.rankers._breaker import BreakerSelector
+from shortlist.rankers._wrappers import FallbackSelector
 from shortlist.selection._narrowing import TurnSelection
 from shortlist.server import ServerSettings
 from shortlist.server._decisions import MAX_QUERY_CHARS, DecisionLog, breaker_states, render_page

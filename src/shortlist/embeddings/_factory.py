@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shortlist._config import EmbeddingProviderConfig
+from shortlist._config_sections import EmbeddingProviderConfig
 from shortlist.embeddings._base import Embedder
 from shortlist.errors import ConfigError, UsageError
 

@@ -53,8 +53,8 @@ _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "build_sandbox": ("shortlist.exec._sandbox", None),
     "decode_request": ("shortlist.exec._protocol", None),
     "decode_response": ("shortlist.exec._protocol", None),
-    "encode_request": ("shortlist.exec._protocol", None),
-    "encode_response": ("shortlist.exec._protocol", None),
+    "encode_request": ("shortlist.exec._encode", None),
+    "encode_response": ("shortlist.exec._encode", None),
     "grant_env": ("shortlist.exec._sandbox", None),
     "parse_request": ("shortlist.exec._protocol", None),
 }

@@ -4,7 +4,7 @@
 vectors in memory) and answers each connection with :func:`~shortlist.exec._receiver.answer`,
 the same core as the spawned and worker modes. A spawned ``shortlist exec-selector`` that
 is told the socket (``--connect SOCKET`` or ``SHORTLIST_EXEC_SOCKET``) forwards its stdin
-here instead of loading anything (see ``shortlist.cli._exec_selector``).
+here instead of loading anything (see ``shortlist.cli._exec_forward``).
 
 Framing (local, one request per connection):
 

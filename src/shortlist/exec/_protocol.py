@@ -1,4 +1,4 @@
-"""Wire protocol v1 of external selectors: the request and response documents, encoded and parsed.
+"""Wire protocol v1 of external selectors: the request and response documents, their schemas, and parsing them.
 
 One request is a JSON object::
 
@@ -20,17 +20,15 @@ ignoring underscores (the Go reference sends ``Text``, ``PackID``, ``ID``, ``Met
 *What a response must be* is strict: exactly one JSON object (surrounding whitespace
 allowed). A log line before or after it, empty output, or a wrongly typed field is a
 :class:`~shortlist.errors.SelectorProtocolError`.
+
+Encoding what we send is :mod:`shortlist.exec._encode`; salvaging the ``id`` of a request
+line that does not parse is :mod:`shortlist.exec._request_id`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import operator
-import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -53,11 +51,7 @@ __all__ = [
     "WireResponse",
     "decode_request",
     "decode_response",
-    "encode_candidates",
-    "encode_request",
-    "encode_response",
     "parse_request",
-    "request_id_of",
     "request_schema",
     "response_answers",
     "response_schema",
@@ -132,116 +126,6 @@ class WireResponse(_Wire):
     candidates_ref: str | None = Field(
         default=None, description="Worker mode: echo of the request's candidates_ref, meaning 'I kept this list'."
     )
-
-
-# --- encoding (what we send) -------------------------------------------------------------
-
-
-def _candidate_dict(c: Candidate) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "id": c.id,
-        "name": c.name,
-        "description": c.description,
-        "metadata": dict(c.metadata),
-    }
-    if c.parameters:
-        item["parameters"] = dict(c.parameters)
-    if c.examples:
-        item["examples"] = list(c.examples)
-    return item
-
-
-class _ArrayCache:
-    """The encoded candidate arrays of recent calls, keyed by the identity of their candidates.
-
-    A catalog's candidates are the same objects turn after turn, so encoding them (and
-    hashing them for ``candidates_ref``) is done once. Candidates are frozen; mutating a
-    metadata dict in place after building a candidate is not seen.
-    """
-
-    def __init__(self, size: int = 8) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[int, int, int], tuple[tuple[Candidate, ...], bytes, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, candidates: Sequence[Candidate]) -> tuple[bytes, str]:
-        n = len(candidates)
-        key = (n, id(candidates[0]) if n else 0, id(candidates[-1]) if n else 0)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and all(map(operator.is_, entry[0], candidates)):
-                self._entries.move_to_end(key)
-                return entry[1], entry[2]
-        data = json.dumps(
-            [_candidate_dict(c) for c in candidates], ensure_ascii=False, separators=(",", ":"), default=str
-        ).encode("utf-8")
-        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-        with self._lock:
-            self._entries[key] = (tuple(candidates), data, digest)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-        return data, digest
-
-
-_ARRAYS = _ArrayCache()
-
-
-def encode_candidates(candidates: Sequence[Candidate]) -> tuple[bytes, str]:
-    """Return the JSON array of ``candidates`` and its digest (the ``candidates_ref``); cached."""
-    return _ARRAYS.get(candidates)
-
-
-def encode_request(
-    query: Query,
-    candidates: Sequence[Candidate],
-    *,
-    request_id: int | str | None = None,
-    with_ref: bool = False,
-    include_candidates: bool = True,
-) -> bytes:
-    """Encode one request as compact UTF-8 JSON on a single line (no trailing newline).
-
-    Args:
-        query: the turn's query.
-        candidates: the candidates to rank, in source order.
-        request_id: a correlation id (worker mode); omitted when None.
-        with_ref: add ``candidates_ref`` (worker mode).
-        include_candidates: False sends only the ref (for a worker that acknowledged it).
-    """
-    doc: dict[str, Any] = {"version": PROTOCOL_VERSION}
-    if request_id is not None:
-        doc["id"] = request_id
-    doc["query"] = {
-        "text": query.text,
-        "kind": query.kind,
-        "pack_id": query.pack_id,
-        "agent_id": query.agent_id,
-        "k": query.k,
-    }
-    array, digest = _ARRAYS.get(candidates)
-    if with_ref or not include_candidates:
-        doc["candidates_ref"] = digest
-    head = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    if not include_candidates:
-        return head
-    return head[:-1] + b',"candidates":' + array + b"}"
-
-
-def encode_response(
-    selection: Selection, *, request_id: int | str | None = None, candidates_ref: str | None = None
-) -> bytes:
-    """Encode a selector's answer as one line of JSON (no trailing newline)."""
-    doc: dict[str, Any] = {}
-    if request_id is not None:
-        doc["id"] = request_id
-    if candidates_ref is not None:
-        doc["candidates_ref"] = candidates_ref
-    doc["selected"] = list(selection.selected)
-    doc["reason"] = selection.reason
-    doc["scores"] = list(selection.scores) if selection.scores is not None else None
-    if selection.abstained:
-        doc["abstained"] = True
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 # --- decoding (what we accept) -----------------------------------------------------------
@@ -447,73 +331,6 @@ def response_answers(response_id: int | str | None, request_id: int) -> bool:
     if isinstance(response_id, int):
         return response_id == request_id
     return response_id == str(request_id)
-
-
-_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]', re.DOTALL)
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
-
-
-def _skip_space(text: str, pos: int) -> int:
-    match = _JSON_SPACE.match(text, pos)
-    return match.end() if match else pos
-
-
-def _wire_id(value: Any) -> int | str | None:
-    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
-
-
-def request_id_of(raw: bytes | str) -> int | str | None:
-    """The top-level ``id`` of a request line, even one that does not parse (too deep, wrongly typed).
-
-    What the exec-selector echoes in an in-band error, so the caller can match the error to its
-    request. Finds the key case-insensitively; a value that is not an integer or a string
-    (a bool, an object) is no id. Never raises and never recurses.
-    """
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return _scan_id(text)
-    if not isinstance(data, dict):
-        return None
-    found = [v for k, v in data.items() if _fold(str(k)) == "id"]
-    return _wire_id(data["id"] if "id" in data else found[0] if found else None)
-
-
-def _scan_id(text: str) -> int | str | None:
-    """Find ``"id": <scalar>`` directly inside the outermost object by tokenising strings and brackets."""
-    start = _skip_space(text, 0)
-    if not text.startswith("{", start):
-        return None
-    depth = 0
-    for match in _JSON_TOKEN.finditer(text, start):
-        token = match.group()
-        if token in ("{", "["):
-            depth += 1
-        elif token in ("}", "]"):
-            depth -= 1
-            if depth <= 0:
-                return None
-        elif depth == 1:
-            after = _skip_space(text, match.end())
-            if not text.startswith(":", after):
-                continue  # a value, not a key
-            try:
-                key = json.loads(token)
-            except ValueError:
-                return None
-            if _fold(key) != "id":
-                continue
-            value_at = _skip_space(text, after + 1)
-            if text.startswith(("{", "["), value_at):
-                return None
-            try:
-                value, _ = _DECODER.raw_decode(text, value_at)
-            except ValueError:
-                return None
-            return _wire_id(value)
-    return None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -12,9 +12,9 @@ request gets the same answer, byte for byte, whichever surface receives it. The 
 * ``k`` is read by :func:`~shortlist.exec._protocol.selector_k` (0, or at least the
   candidates' count, lets the selector choose);
 * the answer is the selector's own (no narrowing, no pins), encoded by
-  :func:`~shortlist.exec._protocol.encode_response`: ``abstained`` appears only when true;
+  :func:`~shortlist.exec._encode.encode_response`: ``abstained`` appears only when true;
 * a deadline is the selector's: the caller hands in a selector wrapped in
-  :class:`~shortlist.rankers._wrappers.TimeoutSelector` when it has one, and its
+  :class:`~shortlist.rankers._timeout.TimeoutSelector` when it has one, and its
   :class:`~shortlist.errors.SelectorTimeout` propagates like any failure of the selector.
 """
 
@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shortlist._types import Candidate, Query, Selection
-from shortlist.exec._protocol import encode_response, parse_request, selector_k
+from shortlist.exec._encode import encode_response
+from shortlist.exec._protocol import parse_request, selector_k
 from shortlist.selection._base import Selector
 
 __all__ = ["CandidateRefs", "Received", "RequestRefused", "aanswer", "answer", "receive"]

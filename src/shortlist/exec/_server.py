@@ -29,8 +29,9 @@ from typing import IO, Any
 from shortlist._events import emit
 from shortlist._types import Candidate
 from shortlist.exec._events import ExecRequestFailed
-from shortlist.exec._protocol import parse_request, request_id_of
+from shortlist.exec._protocol import parse_request
 from shortlist.exec._receiver import CandidateRefs, RequestRefused, answer
+from shortlist.exec._request_id import request_id_of
 from shortlist.selection._base import Selector
 
 __all__ = [

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from shortlist.rankers._llm_judge import LlmJudgeRanker
     from shortlist.rankers._registry import SelectorRegistry
     from shortlist.rankers._rerank import RerankRanker
-    from shortlist.rankers._wrappers import FallbackSelector, TimeoutSelector
+    from shortlist.rankers._timeout import TimeoutSelector
+    from shortlist.rankers._wrappers import FallbackSelector
 
 __all__ = [
     "Bm25Ranker",
@@ -39,7 +40,7 @@ _LAZY: dict[str, str] = {
     "LlmJudgeRanker": "shortlist.rankers._llm_judge",
     "RerankRanker": "shortlist.rankers._rerank",
     "SelectorRegistry": "shortlist.rankers._registry",
-    "TimeoutSelector": "shortlist.rankers._wrappers",
+    "TimeoutSelector": "shortlist.rankers._timeout",
 }
 
 # names exported before the surface was curated -> (the module that defines them, their public home or None);

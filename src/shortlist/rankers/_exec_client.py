@@ -19,20 +19,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shortlist import _telemetry as telemetry
-from shortlist._config import SandboxConfig, SelectorConfig
+from shortlist._config_sections import SandboxConfig, SelectorConfig
 from shortlist._events import emit
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError, SelectorError, SelectorProcessError, SelectorProtocolError, SelectorTimeout
 from shortlist.exec._aprocess import arun_once
+from shortlist.exec._encode import encode_candidates, encode_request
 from shortlist.exec._events import ExecKilled, ExecNotAWorker, ExecSpawned, ExecWorkerRestarted
 from shortlist.exec._process import RunResult, run_once
-from shortlist.exec._protocol import (
-    WireResponse,
-    decode_response,
-    encode_candidates,
-    encode_request,
-    response_answers,
-)
+from shortlist.exec._protocol import WireResponse, decode_response, response_answers
 from shortlist.exec._sandbox import DirectSandbox, Launch, Sandbox, build_sandbox, grant_env
 from shortlist.exec._worker import WorkerProcess
 from shortlist.selection._base import Selector

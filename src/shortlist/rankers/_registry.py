@@ -26,10 +26,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from shortlist._builtins import BUILTIN_SELECTORS, DEFAULT_SELECTOR, builtin_selector_names
-from shortlist._config import EXEC_TYPE, RuntimeConfig, SelectorConfig
+from shortlist._config import RuntimeConfig
+from shortlist._config_sections import EXEC_TYPE, SelectorConfig
 from shortlist._loading import import_attribute
 from shortlist.errors import ConfigError, MissingDependencyError, UsageError
-from shortlist.rankers._wrappers import BreakerSelector, FallbackSelector, TimeoutSelector, WrapperSelector
+from shortlist.rankers._breaker import BreakerSelector
+from shortlist.rankers._timeout import TimeoutSelector
+from shortlist.rankers._wrappers import FallbackSelector, WrapperSelector
 from shortlist.selection._base import Selector, SelectorContext
 
 if TYPE_CHECKING:

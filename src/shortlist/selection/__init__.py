@@ -17,7 +17,7 @@ _LAZY: dict[str, str] = {}
 # names exported before the surface was curated -> (the module that defines them, their public home or None);
 # they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
-    "BreakerSelector": ("shortlist.rankers._wrappers", None),
+    "BreakerSelector": ("shortlist.rankers._breaker", None),
     "DEFAULT_PIN_NAMESPACES": ("shortlist.selection._narrowing", None),
     "DEFAULT_SELECTOR": ("shortlist.rankers._registry", None),
     "FALLBACK_REASONS": ("shortlist.selection._narrowing", None),
@@ -28,7 +28,7 @@ _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "Selector": ("shortlist.selection._base", "shortlist"),
     "SelectorContext": ("shortlist.selection._base", "shortlist"),
     "SelectorRegistry": ("shortlist.rankers._registry", "shortlist.rankers"),
-    "TimeoutSelector": ("shortlist.rankers._wrappers", "shortlist.rankers"),
+    "TimeoutSelector": ("shortlist.rankers._timeout", "shortlist.rankers"),
     "TurnSelection": ("shortlist.selection._narrowing", "shortlist"),
     "WrapperSelector": ("shortlist.rankers._wrappers", None),
     "anarrow": ("shortlist.selection._narrowing", "shortlist"),

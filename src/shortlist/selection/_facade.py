@@ -7,7 +7,7 @@ narrowing policy, and answers :meth:`Shortlist.select` with a
 Around a turn the candidates carry the usage examples of a feedback log when one is bound
 (``examples=`` or the config's ``selection.examples``), so every deployment gets them. A
 deadline (``selection.timeout_ms``, a selector's ``timeout_ms``) is a
-:class:`~shortlist.rankers._wrappers.TimeoutSelector`, which also keeps a ranker's start-up
+:class:`~shortlist.rankers._timeout.TimeoutSelector`, which also keeps a ranker's start-up
 work (the model load, the catalog's embedding) outside it; :meth:`Shortlist.warm` does that
 work ahead of the first turn.
 """
@@ -25,7 +25,7 @@ from shortlist._events import EventHook
 from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
 from shortlist.rankers._registry import DEFAULT_SELECTOR, SelectorRegistry
-from shortlist.rankers._wrappers import with_deadline
+from shortlist.rankers._timeout import with_deadline
 from shortlist.selection._base import Selector
 from shortlist.selection._narrowing import (
     DEFAULT_PIN_NAMESPACES,

@@ -32,7 +32,7 @@ from shortlist import _telemetry as telemetry
 from shortlist._events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
 from shortlist._types import FALLBACK_REASONS, Candidate, Query, Selection, TurnSelection
 from shortlist.errors import SelectorError, SelectorTimeout, UsageError
-from shortlist.rankers._wrappers import with_deadline
+from shortlist.rankers._timeout import with_deadline
 from shortlist.selection._base import Selector
 
 __all__ = [
@@ -100,8 +100,8 @@ class NarrowingPolicy:
         on_abstain: when the selector abstains (nothing fits), ``"all"`` surfaces every
             eligible candidate (the safe default), ``"pins"`` surfaces only the pins.
         timeout_s: a deadline on the selector (None: none), applied as a
-            :class:`~shortlist.rankers._wrappers.TimeoutSelector` around it
-            (:func:`~shortlist.rankers._wrappers.with_deadline`), which also warms a ranker
+            :class:`~shortlist.rankers._timeout.TimeoutSelector` around it
+            (:func:`~shortlist.rankers._timeout.with_deadline`), which also warms a ranker
             for a new catalog outside it; an external selector's own ``timeout_ms`` still applies.
     """
 

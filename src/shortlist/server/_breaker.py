@@ -1,7 +1,7 @@
 """The service's circuit breaker around external selectors: the library's :class:`BreakerSelector`.
 
 The breaker itself (closed, open, background probe, :class:`CircuitBreakerChanged` events) lives
-in :mod:`shortlist.rankers._wrappers`, so library, CLI and runtime users get it too, from
+in :mod:`shortlist.rankers._breaker`, so library, CLI and runtime users get it too, from
 ``breaker:`` in ``runtime.yaml``. The service gives every external selector without its own
 ``breaker:`` one with ``--breaker-threshold`` and ``--breaker-cooldown`` (see
 :mod:`shortlist.server._state`). This module keeps the service's historical names.
@@ -9,14 +9,14 @@ in :mod:`shortlist.rankers._wrappers`, so library, CLI and runtime users get it 
 
 from __future__ import annotations
 
-from shortlist.rankers._wrappers import BreakerSelector, CircuitBreakerChanged
+from shortlist.rankers._breaker import BreakerSelector, CircuitBreakerChanged
 from shortlist.selection._base import Selector
 
 __all__ = ["CircuitBreakerChanged", "CircuitBreakerSelector"]
 
 
 class CircuitBreakerSelector(BreakerSelector):
-    """:class:`~shortlist.rankers._wrappers.BreakerSelector` under the service's argument names.
+    """:class:`~shortlist.rankers._breaker.BreakerSelector` under the service's argument names.
 
     Args:
         inner: the selector to protect (usually an external one).

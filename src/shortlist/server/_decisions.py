@@ -31,7 +31,7 @@ from typing import Any
 from shortlist._tokens import tool_tokens
 from shortlist._types import Candidate, TurnSelection
 from shortlist.errors import UsageError
-from shortlist.rankers._wrappers import BreakerSelector
+from shortlist.rankers._breaker import BreakerSelector
 from shortlist.selection._base import Selector
 from shortlist.server._settings import KeyPolicy
 

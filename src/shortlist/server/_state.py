@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from shortlist._config import BreakerConfig, RuntimeConfig, load_runtime_config
+from shortlist._config import RuntimeConfig, load_runtime_config
+from shortlist._config_sections import BreakerConfig
 from shortlist._events import Event, add_event_hook, emit, remove_event_hook
 from shortlist._types import Candidate
 from shortlist.errors import ConfigError
@@ -78,7 +79,7 @@ def open_memory_store(url: str) -> MemoryStore:
 def _with_default_breakers(config: RuntimeConfig, settings: ServerSettings) -> RuntimeConfig:
     """``config`` with a circuit breaker on every external selector that has no ``breaker:`` of its own.
 
-    The breaker is the library's (:class:`~shortlist.rankers._wrappers.BreakerSelector`), built
+    The breaker is the library's (:class:`~shortlist.rankers._breaker.BreakerSelector`), built
     by the registry like every ``breaker:``; the service's default is ``--breaker-threshold``
     consecutive failures and ``--breaker-cooldown`` seconds (threshold 0: no default breaker).
     """

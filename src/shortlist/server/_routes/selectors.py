@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from shortlist.errors import SelectorError, SelectorTimeout
 from shortlist.exec._protocol import DocumentTooDeep, WireRequest, WireResponse
 from shortlist.exec._receiver import RequestRefused, aanswer, receive
-from shortlist.rankers._wrappers import with_deadline
+from shortlist.rankers._timeout import with_deadline
 from shortlist.server._auth import require_key
 from shortlist.server._errors import ApiError
 from shortlist.server._responses import FastJSONResponse
