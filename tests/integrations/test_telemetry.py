@@ -140,7 +140,7 @@ def test_an_external_selector_call_is_a_client_span_inside_the_select_span(spans
 def test_without_opentelemetry_everything_works_and_nothing_is_traced() -> None:
     code = (
         "import sys; sys.modules['opentelemetry'] = None\n"
-        "from shortlist import telemetry\n"
+        "from shortlist import _telemetry as telemetry\n"
         "from shortlist.selection._narrowing import narrow\n"
         "from shortlist.testing import StaticSelector\n"
         "from shortlist._types import Candidate, Query\n"
