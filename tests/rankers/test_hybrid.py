@@ -10,15 +10,8 @@ from shortlist._types import Candidate, Query
 from shortlist.rankers._base import Abstention
 from shortlist.rankers._bm25 import Bm25Ranker
 from shortlist.rankers._embedding import EmbeddingRanker
-from shortlist.rankers._hybrid import (
-    DEFAULT_QUERY_PREFIX,
-    USER_QUERY_PREFIX,
-    HybridRanker,
-    cover,
-    rrf_fuse,
-    score_fuse,
-    zscore_fuse,
-)
+from shortlist.rankers._fusion import cover, rrf_fuse, score_fuse, zscore_fuse
+from shortlist.rankers._hybrid import DEFAULT_QUERY_PREFIX, USER_QUERY_PREFIX, HybridRanker
 from shortlist.rankers._registry import create_builtin_selector
 from shortlist.selection._base import SelectorContext
 from shortlist.selection._query import split_intents

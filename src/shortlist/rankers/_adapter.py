@@ -28,6 +28,7 @@ from shortlist._types import Candidate
 from shortlist.embeddings._base import Embedder
 from shortlist.errors import ConfigError, UsageError
 from shortlist.rankers._base import candidate_text
+from shortlist.rankers._embedding import matvec
 
 __all__ = ["QueryAdapter", "train_adapter"]
 
@@ -60,6 +61,28 @@ class QueryAdapter:
         mapped = np.asarray(vectors, dtype=np.float32) @ self.matrix.T
         norms = np.linalg.norm(mapped, axis=-1, keepdims=True)
         out: _F32 = (mapped / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return out
+
+    def blended_cosines(self, desc: _F32, vectors: _F32, mask: npt.NDArray[np.bool_], weight: float) -> list[_F32]:
+        """Per query vector, the description cosines (``desc`` rows) with this adapter's re-ordering blended
+        in with ``weight``, for the tools it was trained on (``mask``); the other tools keep the plain cosine.
+
+        The adapted cosines are moment-matched to the plain ones over the trained tools (same mean and
+        spread), so the adapter re-orders those tools without lifting them as a block above the tools it
+        never saw; and never above the turn's best plain cosine.
+        """
+        out = []
+        for v, m in zip(vectors, self.transform(vectors), strict=True):
+            plain = matvec(desc, v).astype(np.float64)
+            if not mask.any():
+                out.append(plain.astype(np.float32))
+                continue
+            adapted = matvec(desc, m).astype(np.float64)
+            a_mean, a_std = adapted[mask].mean(), adapted[mask].std()
+            p_mean, p_std = plain[mask].mean(), plain[mask].std()
+            matched = (adapted - a_mean) / a_std * p_std + p_mean if a_std > 0 else plain
+            blended = np.minimum((1 - weight) * plain + weight * matched, plain.max())
+            out.append(np.where(mask, blended, plain).astype(np.float32))
         return out
 
     def save(self, path: str | os.PathLike[str]) -> Path:

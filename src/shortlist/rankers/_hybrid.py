@@ -1,11 +1,8 @@
 """The hybrid ranker: BM25 and embedding scores fused, multi-request queries split, abstention on a confidence.
 
-Three fusions are offered. ``"score"`` (the default) adds the BM25 score divided by the
-turn's best with weight 0.2 to the cosine; ``"zscore"`` standardises each side over the
-turn's candidates, ``z(dense) + bm25_weight * z(bm25)`` with ``bm25_weight`` 0.35, so the
-weight means the same whatever the spread of either score; ``"rrf"`` is Reciprocal Rank
-Fusion, ``Σ w / (k + rank)`` with ``k = 60`` (candidates sharing no term with the query get
-no BM25 contribution). With a ``query_prefix`` (off by default) the description cosine embeds
+The fusions (``"score"`` by default, ``"zscore"``, ``"rrf"``) are :mod:`shortlist.rankers._fusion`'s;
+the scale levers' view of a catalog is :mod:`shortlist.rankers._structure`'s. With a ``query_prefix``
+(off by default) the description cosine embeds
 the query behind it; the usage-example cosine (query against past queries) and the confidence
 use the query as written, embedded in the same model call. Two are measured:
 :data:`USER_QUERY_PREFIX` ("The user wants: ") states what a message is without naming tools and
@@ -51,7 +48,6 @@ with ``normalize=True``, which changes no fusion).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,22 +58,21 @@ import numpy as np
 from shortlist._events import emit
 from shortlist._types import Candidate, Query, Selection
 from shortlist.embeddings._base import Embedder
+from shortlist.errors import UsageError
 from shortlist.rankers._adapter import QueryAdapter
 from shortlist.rankers._base import Abstention, Ranker, Scores
 from shortlist.rankers._confidence import AnchorConfidence, ConfidenceKind
 from shortlist.rankers._embedding import EmbeddingRanker, make_abstention, matvec
+from shortlist.rankers._fusion import Fusion, cover, fuse, fusion_weights, rank_named_first
 from shortlist.rankers._scale import (
     DuplicatesDemoted,
-    GroupLayout,
     NameIndex,
     ToolsNamed,
     demote_duplicates,
-    group_centroids,
-    group_ids,
-    name_words,
     named_tools,
     server_scores,
 )
+from shortlist.rankers._structure import Structure, StructureCache
 from shortlist.selection._base import SelectorContext
 from shortlist.selection._query import split_intents, without_quoted
 
@@ -86,15 +81,9 @@ __all__ = [
     "TOOL_QUERY_PREFIX",
     "USER_QUERY_PREFIX",
     "Decompose",
-    "Fusion",
     "HybridRanker",
-    "rrf_fuse",
-    "score_fuse",
-    "zscore",
-    "zscore_fuse",
 ]
 
-Fusion = Literal["zscore", "score", "rrf"]
 #: Where a multi-request query is cut: at explicit joints only ("and also", ", then", ...) or at
 #: sentence ends too (``True`` means ``"sentences"``, ``False`` no split).
 Decompose = Literal["joints", "sentences"]
@@ -107,49 +96,10 @@ USER_QUERY_PREFIX = "The user wants: "
 #: The default query prefix: none (see the module docstring for why).
 DEFAULT_QUERY_PREFIX = ""
 
-_DEFAULT_BM25_WEIGHT: dict[str, float] = {"zscore": 0.35, "score": 0.2, "rrf": 1.0}
-
 #: Server evidence on by default: each tool gains half the mean of its server's three best fused
 #: scores (``docs/evaluation.md``, "Ranking at scale"); a catalog without servers ranks as before.
 DEFAULT_SERVER_WEIGHT = 0.5
 DEFAULT_SERVER_TOP = 3
-
-
-def _ranks(scores: Scores) -> Scores:
-    """1-based rank of every entry (ties broken by position)."""
-    order = np.argsort(-scores, kind="stable")
-    ranks = np.empty(scores.size, dtype=np.float64)
-    ranks[order] = np.arange(1, scores.size + 1, dtype=np.float64)
-    return ranks
-
-
-def zscore(x: Scores) -> Scores:
-    """``(x - mean) / std`` over the entries (all zeros when they are all equal)."""
-    if x.size == 0:
-        return np.zeros(0, dtype=np.float64)
-    std = float(x.std())
-    return (x - float(x.mean())) / std if std > 0 else np.zeros_like(x, dtype=np.float64)
-
-
-def rrf_fuse(
-    bm25: Scores, dense: Scores, *, k: float = 60.0, bm25_weight: float = 1.0, dense_weight: float = 1.0
-) -> Scores:
-    """Reciprocal Rank Fusion of two score vectors (BM25 zeros contribute nothing)."""
-    fused = dense_weight / (k + _ranks(dense))
-    lexical = bm25_weight / (k + _ranks(bm25))
-    return fused + np.where(bm25 > 0, lexical, 0.0)
-
-
-def score_fuse(bm25: Scores, dense: Scores, *, bm25_weight: float = 0.2, dense_weight: float = 1.0) -> Scores:
-    """``dense_weight * dense + bm25_weight * bm25 / max(bm25)`` (BM25 term 0 when nothing matched)."""
-    best = float(bm25.max()) if bm25.size else 0.0
-    lexical = bm25 / best if best > 0 else np.zeros_like(bm25)
-    return dense_weight * dense + bm25_weight * lexical
-
-
-def zscore_fuse(bm25: Scores, dense: Scores, *, bm25_weight: float = 0.35, dense_weight: float = 1.0) -> Scores:
-    """``dense_weight * z(dense) + bm25_weight * z(bm25)``, each standardised over the candidates."""
-    return dense_weight * zscore(dense) + bm25_weight * zscore(bm25)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,22 +112,6 @@ class _Scored:
     named: tuple[int, ...] = ()
     desc: Any = None  # the catalog's description vectors (near-duplicates)
     names: NameIndex | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Structure:
-    """What the scale levers know of one candidate list: its name phrases and its servers."""
-
-    candidates: tuple[Candidate, ...]
-    names: NameIndex
-    groups: np.ndarray[Any, np.dtype[np.intp]] | None
-    layout: GroupLayout | None
-    centroids: np.ndarray[Any, np.dtype[np.float32]] | None  # one unit vector per group
-    name_vectors: np.ndarray[Any, np.dtype[np.float32]] | None  # each candidate's name alone, embedded
-    embedder: Any  # the embedder of the vectors (a new one rebuilds them)
-
-
-_STRUCTURE_SLOTS = 4
 
 
 class HybridRanker(Ranker):
@@ -280,26 +214,18 @@ class HybridRanker(Ranker):
             abstention=make_abstention(abstention, min_score, min_margin),
             adaptive_k=adaptive_k,
         )
-        if fusion not in _DEFAULT_BM25_WEIGHT:
-            raise ValueError(f"fusion must be 'zscore', 'score' or 'rrf', got {fusion!r}")
-        if rrf_k <= 0:
-            raise ValueError("rrf_k must be positive")
         self.fusion: Fusion = fusion
-        self.bm25_weight = float(bm25_weight if bm25_weight is not None else _DEFAULT_BM25_WEIGHT[fusion])
-        self.dense_weight = float(dense_weight)
-        if self.bm25_weight < 0 or self.dense_weight < 0:
-            raise ValueError("fusion weights must be >= 0")
-        self.rrf_k = float(rrf_k)
+        self.bm25_weight, self.dense_weight, self.rrf_k = fusion_weights(fusion, bm25_weight, dense_weight, rrf_k)
         if confidence not in ("anchors", "cosine"):
-            raise ValueError(f"confidence must be 'anchors' or 'cosine', got {confidence!r}")
+            raise UsageError(f"confidence must be 'anchors' or 'cosine', got {confidence!r}")
         self.confidence: ConfidenceKind = confidence
         self.anchor_confidence = AnchorConfidence(confidence_anchors) if confidence == "anchors" else None
         if confidence_bm25_weight is None:
             confidence_bm25_weight = 0.5 if confidence == "cosine" else 0.0
         if confidence_bm25_weight < 0:
-            raise ValueError("confidence_bm25_weight must be >= 0")
+            raise UsageError("confidence_bm25_weight must be >= 0")
         if decompose_penalty < 0:
-            raise ValueError("decompose_penalty must be >= 0")
+            raise UsageError("decompose_penalty must be >= 0")
         self.confidence_bm25_weight = float(confidence_bm25_weight)
         self.query_prefix = str(query_prefix)
         if isinstance(decompose, bool):
@@ -307,26 +233,26 @@ class HybridRanker(Ranker):
         elif decompose in ("joints", "sentences"):
             split = decompose
         else:
-            raise ValueError(f"decompose must be true, false, 'joints' or 'sentences', got {decompose!r}")
+            raise UsageError(f"decompose must be true, false, 'joints' or 'sentences', got {decompose!r}")
         self.decompose = split
         self.decompose_penalty = float(decompose_penalty)
         self.cover_intents = bool(cover_intents)
         self.drop_quoted = bool(drop_quoted)
         if not 0.0 <= adapter_weight <= 1.0:
-            raise ValueError("adapter_weight must be between 0 and 1")
+            raise UsageError("adapter_weight must be between 0 and 1")
         self.adapter: QueryAdapter | None = QueryAdapter.load(adapter) if isinstance(adapter, str) else adapter
         self.adapter_weight = float(adapter_weight)
         self._adapter_masks: dict[int, tuple[tuple[Candidate, ...], np.ndarray[Any, np.dtype[np.bool_]]]] = {}
         if not 0.0 < dedupe_cosine <= 1.0:
-            raise ValueError("dedupe_cosine must be in (0, 1]")
+            raise UsageError("dedupe_cosine must be in (0, 1]")
         if server_weight < 0:
-            raise ValueError("server_weight must be >= 0")
+            raise UsageError("server_weight must be >= 0")
         if not 0.0 <= name_vector <= 1.0:
-            raise ValueError("name_vector must be between 0 and 1")
+            raise UsageError("name_vector must be between 0 and 1")
         if server_centroid < 0:
-            raise ValueError("server_centroid must be >= 0")
+            raise UsageError("server_centroid must be >= 0")
         if server_top < 1:
-            raise ValueError("server_top must be >= 1")
+            raise UsageError("server_top must be >= 1")
         self.name_match = bool(name_match)
         self.dedupe = bool(dedupe)
         self.dedupe_cosine = float(dedupe_cosine)
@@ -334,8 +260,7 @@ class HybridRanker(Ranker):
         self.server_top = int(server_top)
         self.server_centroid = float(server_centroid)
         self.name_vector = float(name_vector)
-        self._structures: list[_Structure] = []
-        self._structure_lock = threading.Lock()
+        self._structures = StructureCache()
         from shortlist.rankers._bm25 import FUSED_EXAMPLES_WEIGHT, Bm25Ranker
 
         bm25_options = {"normalize": True, "examples_weight": FUSED_EXAMPLES_WEIGHT, **dict(bm25 or {})}
@@ -349,11 +274,9 @@ class HybridRanker(Ranker):
 
     def fuse(self, bm25: Scores, dense: Scores) -> Scores:
         """Fuse one BM25 and one embedding score vector with this ranker's settings."""
-        if self.fusion == "rrf":
-            return rrf_fuse(bm25, dense, k=self.rrf_k, bm25_weight=self.bm25_weight, dense_weight=self.dense_weight)
-        if self.fusion == "zscore":
-            return zscore_fuse(bm25, dense, bm25_weight=self.bm25_weight, dense_weight=self.dense_weight)
-        return score_fuse(bm25, dense, bm25_weight=self.bm25_weight, dense_weight=self.dense_weight)
+        return fuse(
+            self.fusion, bm25, dense, bm25_weight=self.bm25_weight, dense_weight=self.dense_weight, k=self.rrf_k
+        )
 
     def intents(self, text: str) -> list[str]:
         """The parts a query is scored by besides the whole (``[]``: one request, or ``decompose`` off)."""
@@ -409,7 +332,7 @@ class HybridRanker(Ranker):
                 server_cos = matvec(structure.centroids, plain[0]).astype(np.float64)
                 fused = fused + self.server_centroid * server_cos[structure.groups]
             if self.name_match:
-                fused, named = _rank_named_first(fused, named_tools(query.text, structure.names))
+                fused, named = rank_named_first(fused, named_tools(query.text, structure.names))
         return _Scored(
             fused,
             tuple(parts[1:]),
@@ -426,27 +349,12 @@ class HybridRanker(Ranker):
             self.name_match or self.dedupe or self.server_weight > 0 or self.server_centroid > 0 or self.name_vector > 0
         )
 
-    def _structure(self, candidates: tuple[Candidate, ...], desc: Any) -> _Structure:
+    def _structure(self, candidates: tuple[Candidate, ...], desc: Any) -> Structure:
         """The name phrases and servers of ``candidates`` (cached per candidate list)."""
-        with self._structure_lock:
-            embedder = self.dense.embedder if self.name_vector > 0 or self.server_centroid > 0 else None
-            for pos, entry in enumerate(self._structures):
-                if entry.embedder is embedder and entry.candidates == candidates:  # identity first, then equality
-                    if pos:
-                        self._structures.insert(0, self._structures.pop(pos))
-                    return entry
-        groups = group_ids(candidates)
-        centroids = group_centroids(desc, groups) if groups is not None and self.server_centroid > 0 else None
-        name_vectors = None
-        if embedder is not None and self.name_vector > 0:
-            texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
-            name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
-        layout = GroupLayout.of(groups) if groups is not None else None
-        entry = _Structure(candidates, NameIndex.build(candidates), groups, layout, centroids, name_vectors, embedder)
-        with self._structure_lock:
-            self._structures.insert(0, entry)
-            del self._structures[_STRUCTURE_SLOTS:]
-        return entry
+        embedder = self.dense.embedder if self.name_vector > 0 or self.server_centroid > 0 else None
+        return self._structures.get(
+            candidates, desc, embedder=embedder, server_centroid=self.server_centroid, name_vector=self.name_vector
+        )
 
     def _adapted_desc(self, vectors: np.ndarray[Any, np.dtype[np.float32]], cat: Any) -> list[Any] | None:
         """Per query vector, the description cosines with the adapter blended in (None: no adapter)."""
@@ -468,24 +376,7 @@ class HybridRanker(Ranker):
             self._adapter_masks = {id(cat): (cat.candidates, mask)}
         else:
             mask = cached[1]
-        mapped = adapter.transform(vectors)
-        w = float(self.adapter_weight)
-        out = []
-        for v, m in zip(vectors, mapped, strict=True):
-            plain = matvec(cat.desc, v).astype(np.float64)
-            if not mask.any():
-                out.append(plain.astype(np.float32))
-                continue
-            adapted = matvec(cat.desc, m).astype(np.float64)
-            # Moment-match the adapted cosines to the plain ones over the trained tools (same mean
-            # and spread), so the adapter re-orders those tools without lifting them as a block
-            # above the tools it never saw; and never above the turn's best plain cosine.
-            a_mean, a_std = adapted[mask].mean(), adapted[mask].std()
-            p_mean, p_std = plain[mask].mean(), plain[mask].std()
-            matched = (adapted - a_mean) / a_std * p_std + p_mean if a_std > 0 else plain
-            blended = np.minimum((1 - w) * plain + w * matched, plain.max())
-            out.append(np.where(mask, blended, plain).astype(np.float32))
-        return out
+        return adapter.blended_cosines(cat.desc, vectors, mask, float(self.adapter_weight))
 
     def score_with_confidence(self, query: Query, candidates: Sequence[Candidate]) -> tuple[Scores, Scores]:
         """Fused scores for ranking (the best of the whole query and its parts); the confidence for abstention."""
@@ -549,38 +440,3 @@ class HybridRanker(Ranker):
             self.anchor_confidence.vectors(self.dense.embedder)
             spent += time.perf_counter() - start
         return spent
-
-
-def cover(fused: Scores, parts: Sequence[Scores], k: int) -> list[int]:
-    """The top ``k`` indexes covering every part: the best by ``fused``, then the best of each part
-    whose best is not taken yet, then the rest by ``fused``.
-
-    Args:
-        fused: the ranking scores.
-        parts: one score vector per intent.
-        k: how many indexes to return.
-    """
-    k = min(k, fused.size)
-    by_fused = [int(i) for i in np.argsort(-fused, kind="stable")]
-    taken: dict[int, None] = dict.fromkeys(by_fused[:1])
-    for part in parts:
-        if len(taken) >= k:
-            break
-        taken.setdefault(int(np.argmax(part)), None)
-    for i in by_fused:
-        if len(taken) >= k:
-            break
-        taken.setdefault(i, None)
-    return list(taken)[:k]
-
-
-def _rank_named_first(fused: Scores, named: Mapping[int, int]) -> tuple[Scores, tuple[int, ...]]:
-    """``fused`` with the named candidates above all others (longer matches first, then by score)."""
-    if not named:
-        return fused, ()
-    out = np.array(fused, dtype=np.float64)
-    offset = float(out.max() - out.min()) + 1.0
-    for i, length in named.items():
-        out[i] = fused[i] + offset * length
-    ids = tuple(sorted(named, key=lambda i: -out[i]))
-    return out, ids
