@@ -38,7 +38,6 @@ __all__ = [
     "RunResult",
     "TailBuffer",
     "describe_exit",
-    "kill_group",
     "run_once",
     "spawn",
     "wait_exit",
@@ -142,12 +141,6 @@ def spawn(launch: Launch, *, selector: str, started: float) -> subprocess.Popen[
             selector=selector,
             elapsed_ms=_ms_since(started),
         ) from None
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group of ``proc`` (no error if it is already gone)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _has_exited(pid: int) -> bool:
