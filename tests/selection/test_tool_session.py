@@ -323,8 +323,27 @@ def test_the_servers_a_conversation_called_weigh_in_the_prefetch_and_the_search(
     called = OfferState(turns=1, called=("fs_cd",))
     found = search_tools(sl, called, "list the files", policy="deferred", k=1, suite_boost=0.3).found
     assert [c.id for c in found] == ["fs_cat"]
-    unboosted = ToolSession(sl, state=called)  # a session's search takes no boost by default
+    unboosted = ToolSession(sl, state=called)  # no boost by default, and a page's first result is the ranking's
     assert [c.id for c in unboosted.search("list the files", k=1)] == ["web_get"]
+
+
+def test_a_search_keeps_slots_for_the_servers_the_conversation_called() -> None:
+    scores = {"web_get": 0.6, "web_post": 0.59, "web_put": 0.58, "web_head": 0.57, "fs_cat": 0.45, "fs_ls": 0.1}
+    sl = Shortlist(_SUITES, selector=_Scored(scores))
+    fresh = ToolSession(sl)  # nothing called yet: the ranking's page
+    assert [c.id for c in fresh.search("show the file", k=3)] == ["web_get", "web_post", "web_put"]
+    called = OfferState(turns=1, called=("fs_cd",))
+    found = ToolSession(sl, state=called).search("show the file", k=3)
+    assert [c.id for c in found] == ["web_get", "fs_cat", "fs_ls"]  # the last two slots: the file system's best
+    one = search_tools(sl, called, "show the file", policy="deferred", k=3, suite_slots=1).found
+    assert [c.id for c in one] == ["web_get", "web_post", "fs_cat"]
+    off = ToolSession(sl, state=called, suite_slots=0).search("show the file", k=3)
+    assert [c.id for c in off] == ["web_get", "web_post", "web_put"]
+    only_one_tool = OfferState(turns=1, called=("fs_cd",), loaded=("fs_ls",))  # the slot left unused is filled
+    found = search_tools(sl, only_one_tool, "show the file", policy="deferred", k=4).found
+    assert [c.id for c in found] == ["web_get", "web_post", "fs_cat", "web_put"]
+    with pytest.raises(ConfigError):
+        ToolSession(sl, suite_slots=-1)
 
 
 def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:

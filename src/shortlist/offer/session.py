@@ -25,7 +25,7 @@ from shortlist.offer.policies import (
     decide_offer,
 )
 from shortlist.offer.prices import Prices
-from shortlist.offer.search import search_tools
+from shortlist.offer.search import DEFAULT_SUITE_SLOTS, search_tools
 from shortlist.offer.state import Offer, OfferState
 from shortlist.selection.cousage import CoUsage
 from shortlist.types import Candidate, Query
@@ -53,6 +53,9 @@ class ToolSession:
             :func:`decide_offer`).
         hot: ``deferred``: the first turn's top tools kept in the fixed block (default 0).
         state: resume from a saved :class:`OfferState`.
+        prefetch_max, prefetch_flat, suite_boost: ``deferred``'s prefetch (see :func:`decide_offer`).
+        suite_slots: of a search's results, how many go to the best tools of the servers the
+            conversation called (see :func:`~shortlist.offer.search.search_tools`; 0: off).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class ToolSession:
         prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
         prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
         suite_boost: float = DEFAULT_SUITE_BOOST,
+        suite_slots: int = DEFAULT_SUITE_SLOTS,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -94,6 +98,9 @@ class ToolSession:
         self.state = state or OfferState()
         if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0:
             raise ConfigError("prefetch_max, prefetch_flat and suite_boost must be non-negative")
+        if suite_slots < 0:
+            raise ConfigError("suite_slots must be non-negative")
+        self.suite_slots = suite_slots
         self.prefetch_max = prefetch_max
         self.prefetch_flat = prefetch_flat
         self.suite_boost = suite_boost
@@ -152,6 +159,7 @@ class ToolSession:
             prefix_tokens=prefix_tokens,
             prices=self.prices,
             horizon=self.horizon,
+            suite_slots=self.suite_slots,
             hooks=hooks,
         )
         self.state = result.state
