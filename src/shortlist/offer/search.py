@@ -22,12 +22,13 @@ from shortlist.offer.prices import Prices, widened
 from shortlist.offer.state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection.cousage import CoUsage
 from shortlist.selection.narrowing import narrow
-from shortlist.types import Candidate, Query, candidate_group
+from shortlist.types import Candidate, Query, TurnSelection, candidate_group
 
 if TYPE_CHECKING:
     from shortlist.selection.facade import Shortlist
 
 __all__ = [
+    "CONTEXT_PENALTY",
     "DEFAULT_SUITE_SLOTS",
     "SEARCH_TOOL_DEFINITION",
     "SEARCH_TOOL_DESCRIPTION",
@@ -64,6 +65,9 @@ SEARCH_TOOL_DEFINITION: dict[str, Any] = {
 DEFAULT_SUITE_SLOTS = 2
 #: How deep a search's ranking is read for those slots (20 measured worse at 1,004 tools).
 SUITE_SLOTS_DEPTH = 50
+#: What a tool's score from a search's ``context`` (the turn's user message) gives up against its
+#: score from the model's query, in the default hybrid's units (docs/evaluation.md, "At scale").
+CONTEXT_PENALTY = 0.1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +115,8 @@ def search_tools(
     horizon: int = 5,
     suite_boost: float = 0.0,
     suite_slots: int = DEFAULT_SUITE_SLOTS,
+    context: str | None = None,
+    context_penalty: float = CONTEXT_PENALTY,
     hooks: Sequence[EventHook] = (),
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
@@ -128,6 +134,11 @@ def search_tools(
     already among the first ones (the rest of the ranking fills them when it has none): in a large
     catalog a plain ``cat`` of the file system in use ranks 30th for "what's inside the report?",
     behind a page of verbose document tools, and the model that searched needs it (0: off).
+    ``context``: the turn's user message, a second query: each tool scores the better of its
+    score for ``query`` and its score for ``context`` less ``context_penalty``, so a short or vague
+    query ("Let's delve into the report. How") still finds what the message asks for, and a
+    precise one still wins (a tool it names ranks first). Ignored when it is ``query`` itself, and
+    when either ranking has no scores.
     """
     policy = check_policy(policy)
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
@@ -143,6 +154,9 @@ def search_tools(
     if used:
         depth = max(depth, SUITE_SLOTS_DEPTH)
     turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
+    if context is not None and context.strip() and context.strip() != query.strip() and turn.narrowed:
+        also = shortlist.select(Query(context, "tool", depth), pool, k=depth, hooks=hooks)
+        turn = _with_context(turn, also, context_penalty)
     fallback, selector = turn.fallback, turn.selector
     if turn.narrowed and suite_boost > 0:
         # the servers of what the conversation called or can call (looked up in the whole catalog:
@@ -198,3 +212,17 @@ def _with_suite_slots(ranked: Sequence[Candidate], used: set[str], slots: int, k
     chosen = {c.id for c in suite}
     fill = [c for c in rest if c.id not in chosen]
     return tuple((head + suite + fill)[:k])
+
+
+def _with_context(turn: TurnSelection, also: TurnSelection, penalty: float) -> TurnSelection:
+    """``turn`` re-ranked by each tool's better score: its own, or ``also``'s less ``penalty``
+    (``turn`` itself when ``also`` did not rank or either has no scores)."""
+    if not also.narrowed or not turn.scores or not also.scores:
+        return turn
+    scores = dict(turn.scores)
+    for i, score in also.scores.items():
+        scores[i] = max(scores.get(i, float("-inf")), score - penalty)
+    by_id = {c.id: c for c in (*turn.surfaced, *also.surfaced)}
+    ranked = tuple(sorted((i for i in scores if i in by_id), key=lambda i: -scores[i]))  # stable: the query's first
+    pinned = tuple(c for c in turn.surfaced if c.id not in scores)
+    return replace(turn, ranked=ranked, scores=scores, surfaced=(*(by_id[i] for i in ranked), *pinned))

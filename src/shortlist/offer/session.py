@@ -28,6 +28,7 @@ from shortlist.offer.prices import Prices
 from shortlist.offer.search import DEFAULT_SUITE_SLOTS, search_tools
 from shortlist.offer.state import Offer, OfferState
 from shortlist.selection.cousage import CoUsage
+from shortlist.selection.query import last_user_text
 from shortlist.types import Candidate, Query
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class ToolSession:
         prefetch_max, prefetch_flat, suite_boost: ``deferred``'s prefetch (see :func:`decide_offer`).
         suite_slots: of a search's results, how many go to the best tools of the servers the
             conversation called (see :func:`~shortlist.offer.search.search_tools`; 0: off).
+        search_context: rank a search with the last offered turn's user message as a second
+            query (see :func:`~shortlist.offer.search.search_tools`' ``context``).
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class ToolSession:
         prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
         suite_boost: float = DEFAULT_SUITE_BOOST,
         suite_slots: int = DEFAULT_SUITE_SLOTS,
+        search_context: bool = True,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -101,6 +105,8 @@ class ToolSession:
         if suite_slots < 0:
             raise ConfigError("suite_slots must be non-negative")
         self.suite_slots = suite_slots
+        self.search_context = search_context
+        self._turn_text: str | None = None  # the last offered turn's user message
         self.prefetch_max = prefetch_max
         self.prefetch_flat = prefetch_flat
         self.suite_boost = suite_boost
@@ -133,6 +139,10 @@ class ToolSession:
             hooks=hooks,
         )
         self.state = offer.state
+        if isinstance(query, Query):
+            self._turn_text = query.text
+        else:
+            self._turn_text = query if isinstance(query, str) else last_user_text(query)
         return offer
 
     def search(
@@ -160,6 +170,7 @@ class ToolSession:
             prices=self.prices,
             horizon=self.horizon,
             suite_slots=self.suite_slots,
+            context=self._turn_text if self.search_context else None,
             hooks=hooks,
         )
         self.state = result.state
