@@ -432,10 +432,10 @@ def test_a_search_is_ranked_with_the_turns_message_as_a_second_query() -> None:
     session = ToolSession(sl, prefetch=0)
     session.offer(message)
     assert [c.id for c in session.search("fs ls", k=2)] == ["fs_ls", "fs_cat"]  # the precise query still first
-    found = search_tools(
+    penalised = search_tools(
         sl, OfferState(), "what is inside", policy="deferred", k=2, context=message, context_penalty=0.5
     )
-    assert [c.id for c in found.found] == ["web_get", "web_post"]  # 0.9 - 0.5 loses to 0.5
+    assert [c.id for c in penalised.found] == ["web_get", "web_post"]  # 0.9 - 0.5 loses to 0.5
     selector.asked.clear()
     search_tools(sl, OfferState(), message, policy="deferred", k=2, context=message)
     assert selector.asked == [message]  # the message as the query: ranked once

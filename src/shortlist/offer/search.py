@@ -150,7 +150,8 @@ def search_tools(
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)
     depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
-    used = {candidate_group(by_id[i]) for i in state.called if i in by_id} - {None} if suite_slots > 0 else set()
+    groups = (candidate_group(by_id[i]) for i in state.called if i in by_id) if suite_slots > 0 else ()
+    used = {g for g in groups if g is not None}  # the servers the conversation called
     if used:
         depth = max(depth, SUITE_SLOTS_DEPTH)
     turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
