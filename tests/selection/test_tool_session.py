@@ -427,7 +427,7 @@ def test_a_search_is_ranked_with_the_turns_message_as_a_second_query() -> None:
     session = ToolSession(sl, prefetch=0)
     session.offer([{"role": "user", "content": message}, {"role": "assistant", "content": ""}])
     found = session.search("what is inside", k=2)
-    assert [c.id for c in found] == ["fs_cat", "web_get"]  # 0.9 - 0.1 beats the query's 0.6
+    assert [c.id for c in found] == ["fs_cat", "web_get"]  # 0.9 - 0.05 beats the query's 0.6
     assert [c.id for c in ToolSession(sl, prefetch=0, state=OfferState(turns=1)).search("fs ls", k=1)] == ["fs_ls"]
     session = ToolSession(sl, prefetch=0)
     session.offer(message)

@@ -67,7 +67,7 @@ DEFAULT_SUITE_SLOTS = 2
 SUITE_SLOTS_DEPTH = 50
 #: What a tool's score from a search's ``context`` (the turn's user message) gives up against its
 #: score from the model's query, in the default hybrid's units (docs/evaluation.md, "At scale").
-CONTEXT_PENALTY = 0.1
+CONTEXT_PENALTY = 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
