@@ -314,8 +314,27 @@ def test_the_servers_a_conversation_called_weigh_in_the_prefetch_and_the_search(
     called = OfferState(turns=1, called=("fs_cd",))
     found = search_tools(sl, called, "list the files", policy="deferred", k=1, suite_boost=0.3).found
     assert [c.id for c in found] == ["fs_cat"]
-    unboosted = ToolSession(sl, state=called)  # a session's search takes no boost by default
+    unboosted = ToolSession(sl, state=called)  # no boost by default, and a page's first result is the ranking's
     assert [c.id for c in unboosted.search("list the files", k=1)] == ["web_get"]
+
+
+def test_a_search_keeps_slots_for_the_servers_the_conversation_called() -> None:
+    scores = {"web_get": 0.6, "web_post": 0.59, "web_put": 0.58, "web_head": 0.57, "fs_cat": 0.45, "fs_ls": 0.1}
+    sl = Shortlist(_SUITES, selector=_Scored(scores))
+    fresh = ToolSession(sl)  # nothing called yet: the ranking's page
+    assert [c.id for c in fresh.search("show the file", k=3)] == ["web_get", "web_post", "web_put"]
+    called = OfferState(turns=1, called=("fs_cd",))
+    found = ToolSession(sl, state=called).search("show the file", k=3)
+    assert [c.id for c in found] == ["web_get", "fs_cat", "fs_ls"]  # the last two slots: the file system's best
+    one = search_tools(sl, called, "show the file", policy="deferred", k=3, suite_slots=1).found
+    assert [c.id for c in one] == ["web_get", "web_post", "fs_cat"]
+    off = ToolSession(sl, state=called, suite_slots=0).search("show the file", k=3)
+    assert [c.id for c in off] == ["web_get", "web_post", "web_put"]
+    only_one_tool = OfferState(turns=1, called=("fs_cd",), loaded=("fs_ls",))  # the slot left unused is filled
+    found = search_tools(sl, only_one_tool, "show the file", policy="deferred", k=4).found
+    assert [c.id for c in found] == ["web_get", "web_post", "fs_cat", "web_put"]
+    with pytest.raises(ConfigError):
+        ToolSession(sl, suite_slots=-1)
 
 
 def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:
@@ -369,3 +388,48 @@ def test_a_search_weighs_the_servers_of_tools_the_conversation_can_already_call(
     state = OfferState(loaded=("fs_cd",), called=("fs_cd",), turns=1)
     found = search_tools(sl, state, "list the files", policy="deferred", k=1, suite_boost=0.3).found
     assert [c.id for c in found] == ["fs_cat"]
+
+
+class _ByQuery(Selector):
+    """Ranks by fixed scores per query text (an unknown query ranks nothing)."""
+
+    def __init__(self, scores: dict[str, dict[str, float]]) -> None:
+        self.name = "by-query"
+        self.scores = scores
+        self.asked: list[str] = []
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        self.asked.append(query.text)
+        table = self.scores.get(query.text, {})
+        ids = sorted((c.id for c in candidates if c.id in table), key=lambda i: -table[i])[: query.k or 10]
+        return Selection(tuple(ids), scores=tuple(table[i] for i in ids))
+
+
+def test_a_search_is_ranked_with_the_turns_message_as_a_second_query() -> None:
+    message = "what is inside the report file?"
+    selector = _ByQuery(
+        {
+            "what is inside": {"web_get": 0.6, "web_post": 0.5, "fs_cat": 0.2},  # a vague query
+            message: {"fs_cat": 0.9, "web_get": 0.3},
+            "fs ls": {"fs_ls": 5.0, "fs_cat": 0.4},  # a precise one (a named tool scores high)
+        }
+    )
+    sl = Shortlist(_SUITES, selector=selector)
+    session = ToolSession(sl, prefetch=0)
+    session.offer([{"role": "user", "content": message}, {"role": "assistant", "content": ""}])
+    found = session.search("what is inside", k=2)
+    assert [c.id for c in found] == ["fs_cat", "web_get"]  # 0.9 - 0.05 beats the query's 0.6
+    assert [c.id for c in ToolSession(sl, prefetch=0, state=OfferState(turns=1)).search("fs ls", k=1)] == ["fs_ls"]
+    session = ToolSession(sl, prefetch=0)
+    session.offer(message)
+    assert [c.id for c in session.search("fs ls", k=2)] == ["fs_ls", "fs_cat"]  # the precise query still first
+    penalised = search_tools(
+        sl, OfferState(), "what is inside", policy="deferred", k=2, context=message, context_penalty=0.5
+    )
+    assert [c.id for c in penalised.found] == ["web_get", "web_post"]  # 0.9 - 0.5 loses to 0.5
+    selector.asked.clear()
+    search_tools(sl, OfferState(), message, policy="deferred", k=2, context=message)
+    assert selector.asked == [message]  # the message as the query: ranked once
+    off = ToolSession(sl, prefetch=0, search_context=False)
+    off.offer(message)
+    assert [c.id for c in off.search("what is inside", k=2)] == ["web_get", "web_post"]

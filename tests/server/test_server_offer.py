@@ -73,7 +73,14 @@ def test_two_replicas_alternating_turns_match_a_local_tool_session(app_factory: 
             if search is not None:
                 r = replicas[calls % 2].post(
                     "/v1/offer/search",
-                    json={"catalog": "example", "query": search, "policy": policy, "k": 2, "state": state},
+                    json={
+                        "catalog": "example",
+                        "query": search,
+                        "policy": policy,
+                        "k": 2,
+                        "state": state,
+                        "context": text,
+                    },
                 )
                 calls += 1
                 assert r.status_code == 200, r.text

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._events import Event, EventHook, emit
-from shortlist._types import Candidate, Query
+from shortlist._types import Candidate, Query, TurnSelection, candidate_group
 from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
 from shortlist.offer._prices import Prices, widened
 from shortlist.offer._state import OfferChanged, OfferState, binding_hooks, bump, repaired
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from shortlist.selection._facade import Shortlist
 
 __all__ = [
+    "CONTEXT_PENALTY",
+    "DEFAULT_SUITE_SLOTS",
     "SEARCH_TOOL_DEFINITION",
     "SEARCH_TOOL_DESCRIPTION",
     "SEARCH_TOOL_NAME",
@@ -55,6 +57,17 @@ SEARCH_TOOL_DEFINITION: dict[str, Any] = {
     "description": SEARCH_TOOL_DESCRIPTION,
     "parameters": SEARCH_TOOL_PARAMETERS,
 }
+
+#: Of a search's ``k`` results, how many are kept for the best-ranked tools of the servers or suites
+#: the conversation already called (when the ranking has any): measured on the development large
+#: catalog (1,004 tools) and the 128-tool set (docs/evaluation.md, "At scale"), both complete more
+#: turns for less.
+DEFAULT_SUITE_SLOTS = 2
+#: How deep a search's ranking is read for those slots (20 measured worse at 1,004 tools).
+SUITE_SLOTS_DEPTH = 50
+#: What a tool's score from a search's ``context`` (the turn's user message) gives up against its
+#: score from the model's query, in the default hybrid's units (docs/evaluation.md, "At scale").
+CONTEXT_PENALTY = 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +114,9 @@ def search_tools(
     prices: Prices | None = None,
     horizon: int = 5,
     suite_boost: float = 0.0,
+    suite_slots: int = DEFAULT_SUITE_SLOTS,
+    context: str | None = None,
+    context_penalty: float = CONTEXT_PENALTY,
     hooks: Sequence[EventHook] = (),
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
@@ -113,6 +129,16 @@ def search_tools(
     tools of the servers or suites the conversation called or loaded gain it before the top ``k``
     are taken (the ranking is read deeper for it). Off by default: a search is usually for what the
     servers in use lack, and with it on the 128-tool set completed 0.963 of turns instead of 0.976.
+    ``suite_slots``: of the ``k`` results, the last ``suite_slots`` (at most ``k - 1``) go to the best-ranked tools
+    (read :data:`SUITE_SLOTS_DEPTH` deep) of the servers or suites the conversation *called* not
+    already among the first ones (the rest of the ranking fills them when it has none): in a large
+    catalog a plain ``cat`` of the file system in use ranks 30th for "what's inside the report?",
+    behind a page of verbose document tools, and the model that searched needs it (0: off).
+    ``context``: the turn's user message, a second query: each tool scores the better of its
+    score for ``query`` and its score for ``context`` less ``context_penalty``, so a short or vague
+    query ("Let's delve into the report. How") still finds what the message asks for, and a
+    precise one still wins (a tool it names ranks first). Ignored when it is ``query`` itself, and
+    when either ranking has no scores.
     """
     policy = check_policy(policy)
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
@@ -124,16 +150,23 @@ def search_tools(
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)
     depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
+    groups = (candidate_group(by_id[i]) for i in state.called if i in by_id) if suite_slots > 0 else ()
+    used = {g for g in groups if g is not None}  # the servers the conversation called
+    if used:
+        depth = max(depth, SUITE_SLOTS_DEPTH)
     turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)
+    if context is not None and context.strip() and context.strip() != query.strip() and turn.narrowed:
+        also = shortlist.select(Query(context, "tool", depth), pool, k=depth, hooks=hooks)
+        turn = _with_context(turn, also, context_penalty)
     fallback, selector = turn.fallback, turn.selector
     if turn.narrowed and suite_boost > 0:
         # the servers of what the conversation called or can call (looked up in the whole catalog:
         # the pool holds none of them)
         order, scores = suite_reranked(turn, by_id, (*state.called, *state.available), suite_boost)
         pinned = [c for c in turn.surfaced if c.id not in scores]
-        found = (*(by_id[i] for i in order), *pinned)[:k]  # pins after the ranking, as narrowing puts them
+        found = _with_suite_slots((*(by_id[i] for i in order), *pinned), used, suite_slots, k)
     elif turn.narrowed:
-        found = turn.surfaced[:k]
+        found = _with_suite_slots(turn.surfaced, used, suite_slots, k)
         scores = turn.scores
     else:  # never flood the history with the whole catalog: a cheap lexical ranking instead
         from shortlist.rankers._lexical import LexicalSelector
@@ -165,3 +198,32 @@ def search_tools(
     emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=binding_hooks(shortlist, hooks))
     kept = {i: scores[i] for i in ids if i in scores}
     return ToolSearch(tuple(found), state, fallback, None if fallback else selector, kept or None)
+
+
+def _with_suite_slots(ranked: Sequence[Candidate], used: set[str], slots: int, k: int) -> tuple[Candidate, ...]:
+    """The first ``k`` of ``ranked``, the last ``slots`` of them taken by the best of the ``used``
+    servers' tools not among the first ``k - slots`` (the first result is always the ranking's)."""
+    slots = min(slots, k - 1)
+    if not used or slots <= 0:
+        return tuple(ranked[:k])
+    head = list(ranked[: k - slots])
+    taken = {c.id for c in head}
+    rest = [c for c in ranked if c.id not in taken]
+    suite = [c for c in rest if candidate_group(c) in used][:slots]
+    chosen = {c.id for c in suite}
+    fill = [c for c in rest if c.id not in chosen]
+    return tuple((head + suite + fill)[:k])
+
+
+def _with_context(turn: TurnSelection, also: TurnSelection, penalty: float) -> TurnSelection:
+    """``turn`` re-ranked by each tool's better score: its own, or ``also``'s less ``penalty``
+    (``turn`` itself when ``also`` did not rank or either has no scores)."""
+    if not also.narrowed or not turn.scores or not also.scores:
+        return turn
+    scores = dict(turn.scores)
+    for i, score in also.scores.items():
+        scores[i] = max(scores.get(i, float("-inf")), score - penalty)
+    by_id = {c.id: c for c in (*turn.surfaced, *also.surfaced)}
+    ranked = tuple(sorted((i for i in scores if i in by_id), key=lambda i: -scores[i]))  # stable: the query's first
+    pinned = tuple(c for c in turn.surfaced if c.id not in scores)
+    return replace(turn, ranked=ranked, scores=scores, surfaced=(*(by_id[i] for i in ranked), *pinned))

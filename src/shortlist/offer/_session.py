@@ -26,9 +26,10 @@ from shortlist.offer._policies import (
     decide_offer,
 )
 from shortlist.offer._prices import Prices
-from shortlist.offer._search import search_tools
+from shortlist.offer._search import DEFAULT_SUITE_SLOTS, search_tools
 from shortlist.offer._state import Offer, OfferState
 from shortlist.selection._cousage import CoUsage
+from shortlist.selection._query import last_user_text
 
 if TYPE_CHECKING:
     from shortlist.selection._facade import Shortlist
@@ -53,6 +54,11 @@ class ToolSession:
             :func:`decide_offer`).
         hot: ``deferred``: the first turn's top tools kept in the fixed block (default 0).
         state: resume from a saved :class:`OfferState`.
+        prefetch_max, prefetch_flat, suite_boost: ``deferred``'s prefetch (see :func:`decide_offer`).
+        suite_slots: of a search's results, how many go to the best tools of the servers the
+            conversation called (see :func:`~shortlist.offer._search.search_tools`; 0: off).
+        search_context: rank a search with the last offered turn's user message as a second
+            query (see :func:`~shortlist.offer._search.search_tools`' ``context``).
     """
 
     def __init__(
@@ -71,6 +77,8 @@ class ToolSession:
         prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
         prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
         suite_boost: float = DEFAULT_SUITE_BOOST,
+        suite_slots: int = DEFAULT_SUITE_SLOTS,
+        search_context: bool = True,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -94,6 +102,11 @@ class ToolSession:
         self.state = state or OfferState()
         if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0:
             raise ConfigError("prefetch_max, prefetch_flat and suite_boost must be non-negative")
+        if suite_slots < 0:
+            raise ConfigError("suite_slots must be non-negative")
+        self.suite_slots = suite_slots
+        self.search_context = search_context
+        self._turn_text: str | None = None  # the last offered turn's user message
         self.prefetch_max = prefetch_max
         self.prefetch_flat = prefetch_flat
         self.suite_boost = suite_boost
@@ -126,6 +139,10 @@ class ToolSession:
             hooks=hooks,
         )
         self.state = offer.state
+        if isinstance(query, Query):
+            self._turn_text = query.text
+        else:
+            self._turn_text = query if isinstance(query, str) else last_user_text(query)
         return offer
 
     def search(
@@ -152,6 +169,8 @@ class ToolSession:
             prefix_tokens=prefix_tokens,
             prices=self.prices,
             horizon=self.horizon,
+            suite_slots=self.suite_slots,
+            context=self._turn_text if self.search_context else None,
             hooks=hooks,
         )
         self.state = result.state

@@ -145,6 +145,12 @@ class SearchRequest(_Source):
     query: str = Field(max_length=MAX_QUERY_CHARS, description="What the model is looking for.")
     k: JsonInt = Field(default=5, ge=1, le=MAX_SEARCH_K, description="Most tools returned.")
     state: Any = _STATE_FIELD
+    context: str | None = Field(
+        default=None,
+        max_length=MAX_QUERY_CHARS,
+        description="The turn's user message: ranked as a second query, so a short or vague `query` still "
+        "finds what the message asks for.",
+    )
 
 
 class FixedTool(BaseModel):
@@ -272,6 +278,7 @@ async def search(body: SearchRequest, request: Request) -> FastJSONResponse:
         policy=body.policy or default_policy(body.format),
         candidates=candidates,
         k=body.k,
+        context=body.context,
     )
     tools = [
         {"id": c.id, "name": c.name, "description": c.description, "parameters": c.parameters} for c in result.found
