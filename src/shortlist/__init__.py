@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from shortlist._config import RuntimeConfig, load_runtime_config
-    from shortlist._events import Event, add_event_hook, remove_event_hook
+    from shortlist._events import Event, add_event_hook, event_hooks, remove_event_hook
     from shortlist._tokens import tool_tokens
     from shortlist._types import Candidate, Query, Selection
     from shortlist.adapters._catalog import load_catalog
@@ -38,9 +38,9 @@ __all__ = [
     "Shortlist",
     "ShortlistError",
     "TurnSelection",
-    "__version__",
     "add_event_hook",
     "anarrow",
+    "event_hooks",
     "load_catalog",
     "load_runtime_config",
     "narrow",
@@ -64,6 +64,7 @@ _LAZY: dict[str, str] = {
     "ShortlistError": "shortlist.errors",
     "TurnSelection": "shortlist.selection._narrowing",
     "add_event_hook": "shortlist._events",
+    "event_hooks": "shortlist._events",
     "anarrow": "shortlist.selection._narrowing",
     "load_catalog": "shortlist.adapters._catalog",
     "load_runtime_config": "shortlist._config",
@@ -76,7 +77,6 @@ _LAZY: dict[str, str] = {
 # they resolve with a DeprecationWarning until 0.2 removes them
 _DEPRECATED: dict[str, tuple[str, str | None]] = {
     "count_tokens": ("shortlist._tokens", None),
-    "event_hooks": ("shortlist._events", None),
     "CatalogError": ("shortlist.errors", "shortlist.errors"),
     "ConfigError": ("shortlist.errors", "shortlist.errors"),
     "ContextBudgetError": ("shortlist.errors", "shortlist.errors"),
