@@ -52,6 +52,7 @@ def _drawn_tree() -> dict[str, str]:
     return tree
 
 
+@pytest.mark.slow  # imports every module of the package (seconds on a cold interpreter)
 def test_the_drawn_tree_lists_exactly_every_subclass() -> None:
     _import_every_module()
     assert _drawn_tree() == _subclasses(ShortlistError)
@@ -89,6 +90,7 @@ def test_postgres_reexports_the_same_classes() -> None:
     assert postgres.MemoryStoreUnavailable is errors.MemoryStoreUnavailable
 
 
+@pytest.mark.slow  # imports every module of the package
 def test_no_error_carries_an_http_status() -> None:
     _import_every_module()
     for name in _subclasses(ShortlistError):
