@@ -98,11 +98,9 @@ def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> E
             batch_size=cfg.batch_size,
             **extra,
         )
-    except UsageError as exc:
-        if type(exc) is not UsageError:
-            raise  # a ConfigError (or another usage error of its own) already says what is wrong
-        raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
     except ValueError as exc:
+        if isinstance(exc, UsageError) and type(exc) is not UsageError:
+            raise  # a ConfigError (or another usage error of its own) already says what is wrong
         raise ConfigError(f"{exc} (set base_url to the endpoint's /v1 root)", path=where) from exc
 
 

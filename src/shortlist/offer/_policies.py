@@ -44,6 +44,7 @@ __all__ = [
     "check_policy",
     "decide_offer",
     "default_policy",
+    "groups_of",
     "suite_reranked",
 ]
 
@@ -210,6 +211,12 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
     return block, reason, selection, prefetched
 
 
+def groups_of(ids: Sequence[str], by_id: Mapping[str, Candidate]) -> set[str]:
+    """The servers or suites (:func:`~shortlist._types.candidate_group`) of the tools ``ids`` that ``by_id`` holds."""
+    groups = {candidate_group(by_id[i]) for i in ids if i in by_id}
+    return {g for g in groups if g is not None}
+
+
 def suite_reranked(
     turn: TurnSelection, by_id: Mapping[str, Candidate], used: Sequence[str], boost: float
 ) -> tuple[list[str], dict[str, float]]:
@@ -219,7 +226,7 @@ def suite_reranked(
     """
     scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
     if boost > 0 and used:
-        groups = {candidate_group(by_id[i]) for i in used if i in by_id} - {None}
+        groups = groups_of(used, by_id)
         for i in scores:
             if candidate_group(by_id[i]) in groups:
                 scores[i] += boost

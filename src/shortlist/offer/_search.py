@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._events import Event, EventHook, emit
 from shortlist._types import Candidate, Query, TurnSelection, candidate_group
-from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, suite_reranked
+from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, groups_of, suite_reranked
 from shortlist.offer._prices import Prices, widened
 from shortlist.offer._state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection._cousage import CoUsage
@@ -150,8 +150,7 @@ def search_tools(
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)
     depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
-    groups = (candidate_group(by_id[i]) for i in state.called if i in by_id) if suite_slots > 0 else ()
-    used = {g for g in groups if g is not None}  # the servers the conversation called
+    used = groups_of(state.called, by_id) if suite_slots > 0 else set()  # the servers the conversation called
     if used:
         depth = max(depth, SUITE_SLOTS_DEPTH)
     turn = shortlist.select(Query(query, "tool", depth), pool, k=depth, hooks=hooks)

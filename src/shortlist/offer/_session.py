@@ -29,7 +29,7 @@ from shortlist.offer._prices import Prices
 from shortlist.offer._search import DEFAULT_SUITE_SLOTS, search_tools
 from shortlist.offer._state import Offer, OfferState
 from shortlist.selection._cousage import CoUsage
-from shortlist.selection._query import last_user_text
+from shortlist.selection._query import query_text
 
 if TYPE_CHECKING:
     from shortlist.selection._facade import Shortlist
@@ -139,10 +139,7 @@ class ToolSession:
             hooks=hooks,
         )
         self.state = offer.state
-        if isinstance(query, Query):
-            self._turn_text = query.text
-        else:
-            self._turn_text = query if isinstance(query, str) else last_user_text(query)
+        self._turn_text = query_text(query)
         return offer
 
     def search(

@@ -82,11 +82,9 @@ def create_builtin_selector(type_name: str, *, name: str | None = None, **option
     factory = _load_factory(type_name)
     try:
         selector = factory(name=name or type_name, **options)
-    except UsageError as exc:
-        if type(exc) is not UsageError:
-            raise  # a ConfigError (or another usage error of its own) already says what is wrong
-        raise ConfigError(f"invalid options for selector type {type_name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
+        if isinstance(exc, UsageError) and type(exc) is not UsageError:
+            raise  # a ConfigError (or another usage error of its own) already says what is wrong
         raise ConfigError(f"invalid options for selector type {type_name!r}: {exc}") from exc
     if not isinstance(selector, Selector):
         raise ConfigError(f"{BUILTIN_SELECTORS[type_name].factory} did not build a Selector")

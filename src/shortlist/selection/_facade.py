@@ -37,7 +37,7 @@ from shortlist.selection._narrowing import (
     live_tool_policy,
     narrow,
 )
-from shortlist.selection._query import last_user_text
+from shortlist.selection._query import query_text
 
 if TYPE_CHECKING:
     from shortlist.feedback._store import FeedbackStore
@@ -199,8 +199,9 @@ class Shortlist:
     def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
         if isinstance(query, Query):
             return query
-        text = query if isinstance(query, str) else last_user_text(query)
-        return Query(text=text, kind=kind or self.kind, k=k if k is not None else self.config.spec.selection.k)
+        return Query(
+            text=query_text(query), kind=kind or self.kind, k=k if k is not None else self.config.spec.selection.k
+        )
 
     def select(
         self,

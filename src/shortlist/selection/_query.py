@@ -8,7 +8,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["QUOTED_PLACEHOLDER", "last_user_text", "message_text", "split_intents", "without_quoted"]
+from shortlist._types import Query
+
+__all__ = ["QUOTED_PLACEHOLDER", "last_user_text", "message_text", "query_text", "split_intents", "without_quoted"]
 
 # A sentence ends at . ? ! or ; followed by space and a capital (or a quote).
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+(?=[A-Z\"'])")
@@ -98,6 +100,14 @@ def message_text(message: Mapping[str, Any] | Any) -> str:
             ):
                 parts.append(part["text"])
     return " ".join(p.strip() for p in parts if p.strip())
+
+
+def query_text(query: str | Query | Sequence[Mapping[str, Any]]) -> str:
+    """The text a turn is ranked on: a :class:`Query`'s text, a string as it is, or the last user message
+    of a message list (the facade, the offer session and the service read a turn through this)."""
+    if isinstance(query, Query):
+        return query.text
+    return query if isinstance(query, str) else last_user_text(query)
 
 
 def last_user_text(messages: Sequence[Mapping[str, Any] | Any]) -> str:

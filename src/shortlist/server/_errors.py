@@ -16,15 +16,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from shortlist.errors import (
-    CatalogError,
-    ConfigError,
     ContextBudgetError,
     DocumentTooDeep,
-    MemoryScopeError,
     MemoryStoreCorrupt,
     MemoryStoreFull,
     MemoryStoreUnavailable,
-    MemoryValueError,
     ShortlistError,
     UsageError,
 )
@@ -102,11 +98,9 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ShortlistError)
     if isinstance(exc, ContextBudgetError):
         return _json(422, "over_budget", str(exc), over_tokens=exc.over_tokens, over_chars=exc.over_chars)
-    if isinstance(exc, (CatalogError, MemoryScopeError, MemoryValueError, ConfigError)):
-        return _json(400, "bad_request", str(exc))
     if isinstance(exc, DocumentTooDeep):
         return _json(422, "too_deep", str(exc))
-    if isinstance(exc, UsageError):  # any other mistake of the caller's
+    if isinstance(exc, UsageError):  # any other mistake of the caller's: config, catalog, memory scope or value
         return _json(400, "bad_request", str(exc))
     if isinstance(exc, MemoryStoreUnavailable):  # its database is down
         return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})

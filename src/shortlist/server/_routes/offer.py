@@ -28,7 +28,7 @@ from shortlist.offer import OfferState, decide_offer, search_tools
 from shortlist.offer._bridge import offer_json
 from shortlist.offer._policies import DEFAULT_PREFETCH, default_policy
 from shortlist.offer._state import MAX_STATE_COUNT
-from shortlist.selection._query import last_user_text
+from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
 from shortlist.server._errors import ApiError
 from shortlist.server._responses import FastJSONResponse
@@ -256,8 +256,9 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
     )
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
-        text = query if isinstance(query, str) else last_user_text(query)
-        service.decisions.record("/v1/offer", text, candidates, decided.selection, offered=decided.block, key=key)
+        service.decisions.record(
+            "/v1/offer", query_text(query), candidates, decided.selection, offered=decided.block, key=key
+        )
     return FastJSONResponse(offer_json(decided, body.format))
 
 
