@@ -51,6 +51,18 @@ class Embedder(ABC):
         result: Vectors = out / norms
         return result
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed the texts of one query (the whole and its parts), as :meth:`embed` does.
+
+        A ranker calls this for a query's texts, :meth:`embed` for a catalog's. An embedder with a
+        query-side path of its own (a cache of recent queries, a session tuned for one request)
+        overrides it; the vectors must be the ones :meth:`embed` gives.
+
+        Raises:
+            EmbeddingError: the provider failed or returned the wrong number of rows.
+        """
+        return self.embed(texts)
+
     async def aembed(self, texts: Sequence[str]) -> Vectors:
         """Async twin of :meth:`embed` (runs it in a worker thread by default)."""
         return await asyncio.to_thread(self.embed, texts)

@@ -376,6 +376,55 @@ class DefaultEmbedder(Embedder):
         out, _, _ = cached_embed(store, self.model_identity, texts, self._embed_many)
         return out
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed one query's texts (the whole and its parts) on the query path, never the store.
+
+        Each text is looked up in the LRU of recent queries; the others run on the query session
+        (``intra_op_num_threads``), texts of similar token counts together, so a short part is not
+        padded to the whole's length. A query's texts are not a catalog's: they never reach the
+        persistent vector store, and the batch session (its threads, its memory) is never loaded
+        for them.
+        """
+        if len(texts) <= 1:
+            return self.embed(texts)
+        out = np.empty((len(texts), DEFAULT_DIM), dtype=np.float32)
+        todo: list[tuple[int, _IdRow]] = []
+        for i, text in enumerate(texts):
+            hit = self._cached(text)
+            if hit is None:
+                todo.append((i, self._token_ids(text)))
+            else:
+                out[i] = hit
+        todo.sort(key=lambda item: len(item[1]))
+        while todo:
+            head = todo[0][1]
+            group = [item for item in todo if _similar_length(head, item[1])]
+            todo = [item for item in todo if not _similar_length(head, item[1])]
+            for (i, _), vec in zip(group, self._run_ids([row for _, row in group]), strict=True):
+                vec.setflags(write=False)
+                self._remember(texts[i], vec)
+                out[i] = vec
+        return out
+
+    def _cached(self, text: str) -> _F32Row | None:
+        """``text``'s vector from the LRU of recent queries (None: not there, or the LRU is off)."""
+        if self.query_cache_size <= 0:
+            return None
+        with self._cache_lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+            return hit
+
+    def _remember(self, text: str, vec: _F32Row) -> None:
+        """Keep ``vec`` as ``text``'s in the LRU of recent queries (the oldest leaves when full)."""
+        if self.query_cache_size <= 0:
+            return
+        with self._cache_lock:
+            self._cache[text] = vec
+            while len(self._cache) > self.query_cache_size:
+                self._cache.popitem(last=False)
+
     def _embed_many(self, texts: Sequence[str]) -> Vectors:
         """Embed a batch on the batch session, sorted by length, reporting progress per batch."""
         order = np.argsort([len(t) for t in texts], kind="stable")
@@ -389,22 +438,15 @@ class DefaultEmbedder(Embedder):
         return out
 
     def _embed_one(self, text: str) -> _F32Row:
-        if self.query_cache_size > 0:
-            with self._cache_lock:
-                hit = self._cache.get(text)
-                if hit is not None:
-                    self._cache.move_to_end(text)
-                    return hit
+        hit = self._cached(text)
+        if hit is not None:
+            return hit
         if self._coalescer is not None:
             vec: _F32Row = self._coalescer.submit(self._token_ids(text))
         else:
             vec = self._forward([text], self.intra_op_num_threads)[0]
         vec.setflags(write=False)
-        if self.query_cache_size > 0:
-            with self._cache_lock:
-                self._cache[text] = vec
-                while len(self._cache) > self.query_cache_size:
-                    self._cache.popitem(last=False)
+        self._remember(text, vec)
         return vec
 
 

@@ -315,7 +315,7 @@ class EmbeddingRanker(Ranker):
         """
         if len(texts) == 1:
             return self.embed_query(texts[0])[None, :]
-        vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        vecs = np.asarray(self.embedder.embed_queries(list(texts)), dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != len(texts) or vecs.shape[1] == 0:
             raise EmbeddingError(f"{self.name}: the provider returned {vecs.shape[0]} vectors for {len(texts)} queries")
         return np.ascontiguousarray(vecs)
