@@ -353,6 +353,29 @@ def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:
         ToolSession(sl, suite_boost=-1)
 
 
+def test_the_first_turn_prefetch_reads_as_deep_as_later_turns_whatever_k() -> None:
+    """The first turn's ranking also fixes the block (pins and ``hot``): asked only ``k`` deep, its
+    flat top could prefetch no deeper than ``k`` while every later turn read 20 deep."""
+    flat = {"web_get": 0.60, "web_post": 0.59, "web_put": 0.58, "web_head": 0.57, "fs_cat": 0.56, "fs_ls": 0.2}
+    sl = Shortlist(_SUITES, selector=_Scored(flat))
+    first = ToolSession(sl, k=2, prefetch_flat=0.05, prefetch_max=6).offer("x")
+    assert first.prefetched == ("web_get", "web_post", "web_put", "web_head", "fs_cat")
+    assert first.block == ()  # hot=0: the ranking's depth never reaches the fixed block
+    later = ToolSession(sl, k=2, prefetch_flat=0.05, prefetch_max=6, state=OfferState(turns=1)).offer("x")
+    assert later.prefetched == first.prefetched
+    hot = ToolSession(sl, k=2, hot=1, prefetch_flat=0.05, prefetch_max=6).offer("x")
+    assert hot.block == ("web_get",) and hot.prefetched == ("web_post", "web_put", "web_head", "fs_cat")
+
+
+def test_a_search_finds_the_called_servers_tools_deep_in_the_ranking() -> None:
+    """A tool of the server in use ranked 150th by a vague query still takes a slot."""
+    many = tuple(Candidate(f"noise_{i}", description="noise", metadata={"suite": "Noise"}) for i in range(160))
+    scores = {c.id: 1.0 - i / 1000 for i, c in enumerate(many)} | {"fs_cat": 0.5}
+    sl = Shortlist((*_SUITES, *many), selector=_Scored(scores))
+    found = ToolSession(sl, state=OfferState(turns=1, called=("fs_cd",))).search("what's inside", k=3)
+    assert [c.id for c in found] == ["noise_0", "fs_cat", "noise_1"]
+
+
 def test_a_state_read_back_has_no_repeated_ids() -> None:
     state = OfferState.from_dict(
         {"block": ["get_weather"] * 5000, "loaded": ["send_email", "book_flight", "send_email"], "called": ["a", "a"]}

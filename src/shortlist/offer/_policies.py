@@ -134,9 +134,10 @@ class _Turn:
         k = max(self.k or 0, depth) if depth else self.k
         return self.shortlist.select(self.query, self.eligible, k=k, hooks=self.hooks)
 
-    def narrowed(self) -> tuple[TurnSelection, tuple[str, ...], str]:
-        """Narrow this turn: the selection, its block and the reason (``first_turn`` on turn one)."""
-        turn = self.select()
+    def narrowed(self, depth: int = 0) -> tuple[TurnSelection, tuple[str, ...], str]:
+        """Narrow this turn: the selection (``depth`` deep when deeper than ``k``), its block and the
+        reason (``first_turn`` on turn one)."""
+        turn = self.select(depth)
         reason = "narrowed" if turn.narrowed else f"fallback:{turn.fallback}"
         if self.first and turn.narrowed:
             reason = "first_turn"
@@ -189,8 +190,9 @@ def _stable(t: _Turn, o: _Options) -> _Decision:
 
 def _deferred(t: _Turn, o: _Options) -> _Decision:
     selection: TurnSelection | None = None
-    if t.first:
-        selection, block, reason = t.narrowed()
+    deep = o.prefetch > 0 and (o.suite_boost > 0 or o.prefetch_max > o.prefetch)
+    if t.first:  # ranked as deep as the prefetch reads: the block keeps only pins and ``hot``
+        selection, block, reason = t.narrowed(RERANK_DEPTH if deep else 0)
         if selection.narrowed:  # the fixed block: pins and the ``hot`` top tools
             keep = set(selection.pinned) | set(selection.ranked[: o.hot])
             block = tuple(i for i in block if i in keep)
@@ -198,7 +200,6 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
         block, reason = t.kept()
     prefetched: tuple[str, ...] = ()
     if o.prefetch > 0:
-        deep = o.suite_boost > 0 or o.prefetch_max > o.prefetch
         turn = selection = selection or t.select(RERANK_DEPTH if deep else 0)
         if turn.narrowed and _informative(turn):
             available = set(t.state.available) | set(block)
