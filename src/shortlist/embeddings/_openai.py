@@ -24,7 +24,7 @@ import numpy as np
 
 from shortlist._events import Event, emit
 from shortlist._model_guard import check_model_request
-from shortlist.embeddings._base import Embedder, Vectors
+from shortlist.embeddings._base import Embedder, Vectors, unit_rows
 from shortlist.errors import EmbeddingError, UsageError
 
 __all__ = ["EmbeddingRetry", "OpenAIEmbedder"]
@@ -219,9 +219,7 @@ class OpenAIEmbedder(Embedder):
                 await self._apost(client, texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)
             ]
         out = np.vstack(parts)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        return np.asarray(out / norms, dtype=np.float32)
+        return np.asarray(unit_rows(out), dtype=np.float32)
 
     def close(self) -> None:
         """Close the pooled HTTP connection (idempotent)."""
