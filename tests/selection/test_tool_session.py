@@ -187,6 +187,18 @@ def test_co_usage_proposes_companions_learned_from_calls() -> None:
         CoUsage(min_ratio=0)
 
 
+def test_co_usage_learns_from_one_sighting_by_default() -> None:
+    """A short conversation seldom repeats a pair: one turn is evidence, gated by the share of the
+    tool's turns (at least 0.3) the companion was in."""
+    co = CoUsage()
+    co.observe(["start_engine", "press_brake", "lock_doors"])
+    assert co.companions(["start_engine"]) == ["lock_doors", "press_brake"]
+    for _ in range(3):
+        co.observe(["start_engine"])  # now 1 of start_engine's 4 turns: 0.25, below the share
+    assert co.companions(["start_engine"]) == []
+    assert co.companions(["press_brake"]) == ["lock_doors", "start_engine"]  # 1 of 1 turns
+
+
 def test_search_brings_co_used_tools_along() -> None:
     co = CoUsage(min_count=1)
     co.observe(["book_flight", "convert_currency"])
