@@ -22,7 +22,7 @@ from shortlist.errors import UsageError
 if TYPE_CHECKING:
     from shortlist.feedback import FeedbackStore
 
-__all__ = ["CoUsage", "DEFAULT_MIN_COUNT", "DEFAULT_MIN_RATIO"]
+__all__ = ["DEFAULT_MIN_COUNT", "DEFAULT_MIN_RATIO", "CoUsage"]
 
 #: The fewest turns a pair must share, and the share of a tool's turns its companion must be in,
 #: before one proposes the other. Measured on the development conversations (docs/evaluation.md,
