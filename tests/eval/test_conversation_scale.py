@@ -265,3 +265,26 @@ def test_a_grown_catalog_replaces_the_datasets(binding: Shortlist) -> None:
     more = replay(binding, strategies=["all"], histories=[0], catalog=grown)
     assert more["catalog_tokens"] > plain["catalog_tokens"]
     assert more["strategies"]["all"]["tools_per_turn"] == plain["strategies"]["all"]["tools_per_turn"] + 1
+
+
+def test_learned_examples_rank_later_conversations_and_never_earlier_ones(tmp_path: Path) -> None:
+    """``learn_examples``: a feedback log records each turn, and a conversation ranks with the examples of
+    the ones replayed before it; each pass (history size) starts from an empty log."""
+    tools = [
+        {"id": "start_engine", "name": "start_engine", "description": "start the engine"},
+        {"id": "get_weather", "name": "get_weather", "description": "weather forecast for a city"},
+    ]
+    (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
+    turn = {"user": "ignite my vehicle", "calls": [{"name": "start_engine", "arguments": {}}]}
+    (tmp_path / "conversations.jsonl").write_text(
+        "".join(json.dumps({"cid": f"c{i}", "turns": [turn]}) + "\n" for i in range(2))
+    )
+    sl = Shortlist(load_tools(tmp_path / "tools.jsonl"), selector=create_builtin_selector("bm25"))
+    plain = replay(sl, prefetch=1, directory=tmp_path, strategies=["deferred"])
+    learned = replay(sl, prefetch=1, directory=tmp_path, strategies=["deferred"], learn_examples=True)
+    assert plain["learn"] == {"co_usage": True, "examples": False}
+    assert learned["learn"] == {"co_usage": True, "examples": True}
+    # no word of "ignite my vehicle" is in a description: only the first conversation's example finds it
+    assert plain["strategies"]["deferred"]["preloaded"] == 0.0
+    for size in ("0", "1000"):  # the second conversation only, in each pass: nothing leaks across passes
+        assert learned["strategies"]["deferred"]["by_history"][size]["preloaded"] == 0.5

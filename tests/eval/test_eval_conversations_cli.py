@@ -175,3 +175,13 @@ def test_bad_cost_flags_are_one_line_errors() -> None:
         assert "Traceback" not in out.stderr
     retrieval = cli("--dataset", str(CONV.parent / "eval_tiny"), "--prices", "openai-legacy", "--no-progress")
     assert retrieval.returncode == 2 and "for conversation datasets" in retrieval.stderr
+
+
+def test_learn_examples_is_recorded_and_refused_on_a_tool_retrieval_set() -> None:
+    out = cli("--dataset", str(CONV), "--selector", "bm25", "--learn-examples", "--json", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["learn"] == {"co_usage": True, "examples": True}
+    tiny = Path(__file__).resolve().parents[1] / "data" / "eval_tiny"
+    out = cli("--dataset", str(tiny), "--selector", "bm25", "--learn-examples", "--no-progress")
+    assert out.returncode == 2 and "--learn-examples is for conversation datasets" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -121,6 +121,12 @@ def register(sub: Any) -> None:
     )
     conv.add_argument("--no-learn", action="store_true", help="no co-usage learned from the replayed calls")
     conv.add_argument(
+        "--learn-examples",
+        action="store_true",
+        help="also learn usage examples: a feedback log records each turn, and each conversation ranks with "
+        "the examples of those before it (as `serve --examples` does)",
+    )
+    conv.add_argument(
         "--search-query",
         default="message",
         metavar="message|words:N|name",
@@ -232,6 +238,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_conversations(args, names, options, progress, sources)
     if simulated(args):
         raise ConfigError("--search-query, --miss-rate, --spurious-rate and --miss-cost are for conversation datasets")
+    if args.learn_examples:  # a tool-retrieval set learns its examples from --train
+        raise ConfigError("--learn-examples is for conversation datasets (a tool-retrieval set takes --train)")
     if costed(args):
         raise ConfigError(
             "--prices, --cache-write, --cache-read, --grounding-tokens, --memory-tokens, --placement, "

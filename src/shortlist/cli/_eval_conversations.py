@@ -115,6 +115,7 @@ def run_conversations(
                 default=DEFAULT_POLICY,
                 limit=args.limit,
                 learn=not args.no_learn,
+                learn_examples=args.learn_examples,
                 progress=progress.enabled,
                 simulation=simulation,
                 catalog=catalog,

@@ -72,6 +72,7 @@ from shortlist.eval._conversation_cases import (
 from shortlist.eval._conversation_models import MISS_COSTS, SEARCH_QUERIES, CostModel, Simulation
 from shortlist.eval._conversation_models import name_words as name_words  # re-exported: its old home
 from shortlist.eval._datasets import load_tools
+from shortlist.feedback._store import FeedbackStore, apply_examples
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_DEFINITION, CALL_TOOL_NAME
 from shortlist.offer._policies import PREFETCH_QUERY
@@ -209,13 +210,24 @@ class _Replay:
         """The exchange that loads ``ids``' definitions into the history (prefetch, oracle, retry)."""
         return self.exchange_tokens(PREFETCH_QUERY, [definition_text(self.by_id[i]) for i in ids])
 
-    def conversation(self, case: ConversationCase, prior: int, totals: _Totals, co_usage: CoUsage | None) -> None:
+    def conversation(
+        self,
+        case: ConversationCase,
+        prior: int,
+        totals: _Totals,
+        co_usage: CoUsage | None,
+        feedback: FeedbackStore | None = None,
+    ) -> None:
         meter = _Meter(self.cost_model, prior)
         all_ids = tuple(c.id for c in self.catalog)
         oracle = self.strategy == "oracle"
         policy = "deferred" if self.strategy == "bridge" else self.strategy  # the bridge's decisions are deferred's
         session = None if self.strategy in ("all", "oracle") else self.make_session(policy, co_usage)  # type: ignore[arg-type]
         oracle_loaded: list[str] = []  # what the oracle loaded so far, in order
+        # the catalog with the usage examples the feedback log holds so far (the conversations before this one)
+        candidates = None
+        if feedback is not None and session is not None:
+            candidates = tuple(apply_examples(self.catalog, feedback))
         messages: list[dict[str, Any]] = []
         for index, turn in enumerate(case.turns):
             user = {"role": "user", "content": turn.user}
@@ -237,7 +249,7 @@ class _Replay:
                 available = set(all_ids)
             else:
                 before = session.state.changes
-                offer = session.offer(messages, prefix_tokens=prefix)
+                offer = session.offer(messages, candidates=candidates, prefix_tokens=prefix)
                 block, search_tool = offer.block, offer.search_tool
                 available = set(offer.available)
                 totals.changes += session.state.changes - before
@@ -264,7 +276,9 @@ class _Replay:
                 query = self.sim.query(turn.user, target)
                 meter.call(block, self.block_tokens(block, search_tool))  # the call that asks for a search
                 before = session.state.changes
-                found = session.search(query, prefix_tokens=meter.system_tokens + meter.history_tokens)
+                found = session.search(
+                    query, candidates=candidates, prefix_tokens=meter.system_tokens + meter.history_tokens
+                )
                 totals.changes += session.state.changes - before
                 searches += 1
                 if session.policy == "deferred":  # the result expands into the found definitions
@@ -290,6 +304,8 @@ class _Replay:
             messages.append({"role": "assistant", "content": ""})
             if session is not None:
                 session.record_calls(c["name"] for c in turn.calls)
+            if feedback is not None and turn.tools:  # as the runtime logs a turn: its message and its calls
+                feedback.record(turn.user, used=list(turn.tools))
             hit = len(gold & available)
             totals.turns += 1
             totals.recall += hit / len(gold) if gold else 1.0
@@ -329,6 +345,7 @@ def run_conversation_eval(
     default: str = "deferred",
     limit: int | None = None,
     learn: bool = True,
+    learn_examples: bool = False,
     progress: bool = True,
     simulation: Simulation | None = None,
     catalog: Sequence[Candidate] | None = None,
@@ -345,6 +362,10 @@ def run_conversation_eval(
         max_searches: the most searches the simulated model makes in one turn.
         default: the name reported as the default strategy.
         limit: replay only the first N conversations.
+        learn_examples: learn usage examples online too: a feedback log (in memory, one per pass)
+            records each turn's message and calls, and each conversation ranks the catalog with the
+            examples of the conversations before it (:func:`~shortlist.feedback.apply_examples`, as
+            ``shortlist serve --examples`` does with the runtime's log).
         learn: learn co-usage online, as a feedback log would: each pass starts from nothing
             and each conversation sees only the calls of the turns replayed before it.
         progress: a progress bar on stderr.
@@ -384,6 +405,7 @@ def run_conversation_eval(
         "default": default,
         "counter": counter.name,
         "simulation": {**sim.to_json(), "max_searches": max_searches},
+        "learn": {"co_usage": learn, "examples": learn_examples},
         "strategies": {},
     }
     if model.prices.name:  # a preset: recorded with its numbers
@@ -408,8 +430,13 @@ def run_conversation_eval(
         for i, prior in enumerate(histories):
             totals = _Totals()
             co_usage = CoUsage() if learn else None  # a fresh log per pass: no pass sees another's
-            for case in _iter(cases, f"{strategy} @{prior}", progress):
-                run.conversation(case, prior, totals, co_usage)
+            feedback = FeedbackStore() if learn_examples else None
+            try:
+                for case in _iter(cases, f"{strategy} @{prior}", progress):
+                    run.conversation(case, prior, totals, co_usage, feedback)
+            finally:
+                if feedback is not None:
+                    feedback.close()
             costs[str(prior)] = round(totals.cost / len(cases), 1)
             t = totals.turns or 1
             by_history[str(prior)] = {
