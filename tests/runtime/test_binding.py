@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from shortlist.runtime import Conversation, Pack
+from pathlib import Path
+from typing import Any
+
+from shortlist._config import RuntimeConfig
+from shortlist.feedback import FeedbackStore
+from shortlist.runtime import Conversation, Pack, Tool
 from shortlist.selection._base import FunctionSelector
 from shortlist.selection._facade import Shortlist
 from shortlist.selection._narrowing import NarrowingPolicy, PinPolicy, expand_tool_patterns, live_tool_policy
@@ -38,3 +43,35 @@ def test_conversation_binds_through_one_facade() -> None:
     assert conv.tool_binding.selector_for("tool") is sel and conv.skill_binding.selector_for("skill") is None
     assert "mcp" not in conv.tool_binding.policy.pins.namespaces
     conv.close()
+
+
+def test_a_packs_feedback_log_is_the_usage_examples_it_ranks_with(tmp_path: Path) -> None:
+    """What the runtime logs (a turn's message and the tools it used) ranks the next conversations:
+    "ignite my vehicle" shares no word with ``start_engine``'s description, only with its logged turn."""
+
+    def start_engine() -> str:
+        """Start the engine of the car."""
+        return "started"
+
+    def get_weather(city: str) -> str:
+        """Get the weather forecast for a city."""
+        return "sunny"
+
+    tools = [Tool.from_function(f) for f in (start_engine, get_weather)]
+    log = FeedbackStore(tmp_path / "feedback.db")
+    log.record("ignite my vehicle", used=["start_engine"], kind="tool")
+
+    def prefetched(pack: Pack, **options: Any) -> tuple[str, ...]:
+        conv = Conversation(pack, model=lambda r: {}, tool_selector="bm25", skills_selector=None, **options)
+        try:
+            return conv.session.offer("ignite my vehicle", candidates=conv._tool_candidates()).prefetched
+        finally:
+            conv.close()
+
+    assert prefetched(Pack(tools=tools)) == ()  # no log: BM25 finds no word of the message
+    assert prefetched(Pack(tools=tools, feedback=log))[:1] == ("start_engine",)
+    other = FeedbackStore(tmp_path / "curated.db")  # the config's own examples log wins over the pack's
+    config = RuntimeConfig.model_validate({"spec": {"selection": {"examples": str(tmp_path / "curated.db")}}})
+    assert prefetched(Pack(tools=tools, feedback=log), config=config) == ()
+    other.close()
+    log.close()

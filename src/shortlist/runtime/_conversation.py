@@ -131,7 +131,8 @@ class Conversation(ToolCalls, ConversationLoop):
             into the history before the model call (None: 3 under ``deferred``, else 0).
         co_usage: tools called together; prefetches and searches bring a tool's usual
             companions along. Share one across a pack's conversations; None: a fresh one,
-            seeded from ``pack.feedback`` when the pack has a feedback log.
+            seeded from ``pack.feedback`` when the pack has a feedback log (whose logged messages
+            are also the tools' usage examples, unless the config names ``selection.examples``).
         max_rounds: model calls per turn before giving up.
         max_tokens / max_chars: the history budget (None: no reduction). Nothing is reduced
             while the history fits; once it passes the budget it is reduced to ``low_water`` of it.
@@ -207,6 +208,10 @@ class Conversation(ToolCalls, ConversationLoop):
             raise ConfigError(f"pack {pack.id!r} defines a tool name twice")
         # one binding layer: the facade resolves the selector arguments and the config's bindings
         self.shortlist = Shortlist(selector=tool_selector, config=config, selectors=selectors, kind="tool")
+        if self.shortlist.examples is None and pack.feedback is not None:
+            # the log the pack records its turns in is the one it ranks with (the config's
+            # ``selection.examples`` wins): each logged message becomes a usage example of what it used
+            self.shortlist.examples = pack.feedback
         self.config = self.shortlist.config
         self.registry = self.shortlist.registry
         self.policy = self.shortlist.policy
