@@ -62,7 +62,8 @@ class Embedder(ABC):
 
         A ranker calls this for a query's texts, :meth:`embed` for a catalog's. An embedder with a
         query-side path of its own (a cache of recent queries, a session tuned for one request)
-        overrides it; the vectors must be the ones :meth:`embed` gives.
+        overrides it; the vectors must be the same model's as :meth:`embed` gives (equal up to float
+        rounding: another session or batch shape may round differently).
 
         Raises:
             EmbeddingError: the provider failed or returned the wrong number of rows.

@@ -304,7 +304,7 @@ class _Replay:
             messages.append({"role": "assistant", "content": ""})
             if session is not None:
                 session.record_calls(c["name"] for c in turn.calls)
-            if feedback is not None and turn.tools:  # as the runtime logs a turn: its message and its calls
+            if feedback is not None and candidates is not None and turn.tools:  # as the runtime logs a turn
                 feedback.record(turn.user, used=list(turn.tools))
             hit = len(gold & available)
             totals.turns += 1
@@ -362,12 +362,13 @@ def run_conversation_eval(
         max_searches: the most searches the simulated model makes in one turn.
         default: the name reported as the default strategy.
         limit: replay only the first N conversations.
+        learn: learn co-usage online, as a feedback log would: each pass starts from nothing
+            and each conversation sees only the calls of the turns replayed before it.
         learn_examples: learn usage examples online too: a feedback log (in memory, one per pass)
             records each turn's message and calls, and each conversation ranks the catalog with the
             examples of the conversations before it (:func:`~shortlist.feedback.apply_examples`, as
-            ``shortlist serve --examples`` does with the runtime's log).
-        learn: learn co-usage online, as a feedback log would: each pass starts from nothing
-            and each conversation sees only the calls of the turns replayed before it.
+            ``shortlist serve --examples`` does with the runtime's log). Strategies that rank
+            nothing (``all``, ``oracle``) neither read nor fill it.
         progress: a progress bar on stderr.
         simulation: how the simulated model searches and misses (default: :class:`Simulation`,
             the obliging model).
