@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopback import free_port, wait_http_ready
+from loopback import free_port, wait_http_ready, wait_until
 
 
 @dataclass
@@ -63,7 +64,19 @@ def serve_process(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        if wait and not wait_http_ready(url, proc=proc, seconds=ready_within):
+        # Ready means the server has also said so: its announcement polls /readyz from 127.0.0.1 until it
+        # answers, and a test that fills 127.0.0.1's connection cap before that poll lands would see the
+        # poll refused (and counted) every 0.1 s.
+        deadline = time.monotonic() + ready_within
+        if wait and not (
+            wait_http_ready(url, proc=proc, seconds=ready_within)
+            and wait_until(
+                lambda: f"ready on {url}" in log.read_text(errors="replace"),
+                seconds=max(deadline - time.monotonic(), 1.0),
+                proc=proc,
+                interval=0.05,
+            )
+        ):
             raise AssertionError(f"serve not ready within {ready_within:g} s: {log.read_text()[-3000:]}")
         yield ServeProcess(proc, url, port, log)
     finally:

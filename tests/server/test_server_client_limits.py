@@ -11,6 +11,7 @@ from the service port. Real ``shortlist serve`` processes; the "other client" co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -62,8 +63,8 @@ def _metric(client: httpx.Client, reason: str) -> float:
 
 def test_one_client_holding_idle_connections_leaves_room_for_the_others(tmp_path: Path) -> None:
     flags = ("--catalog", f"ex={EXAMPLE_CATALOG}", "--max-connections", "30", "--max-connections-per-client", "5")
-    with serve_process(tmp_path, *flags, "--timeout-header", "60") as srv:
-        attack = [_silent(srv.port) for _ in range(40)]  # more than the whole cap, from one address
+    with serve_process(tmp_path, *flags, "--timeout-header", "60") as srv, contextlib.ExitStack() as sockets:
+        attack = [sockets.enter_context(_silent(srv.port)) for _ in range(40)]  # more than the cap, one address
         answers = [_refusal(s) for s in attack]
         held = [s for s, a in zip(attack, answers, strict=True) if a is None]
         refused = [a for a in answers if a is not None]
@@ -74,22 +75,20 @@ def test_one_client_holding_idle_connections_leaves_room_for_the_others(tmp_path
             assert r.status_code == 200
             assert other.get("/readyz").status_code == 200
             assert _metric(other, "client_over_limit") == 35
-        for s in attack:
-            s.close()
+        sockets.close()
         # the closes are counted back: the attacker's address gets connections again
         time.sleep(0.5)
-        again = [_silent(srv.port) for _ in range(5)]
+        again = [sockets.enter_context(_silent(srv.port)) for _ in range(5)]
         assert all(_refusal(s, 0.5) is None for s in again)
-        for s in again:
-            s.close()
+        sockets.close()
         assert "client_over_limit" in srv.log_text()  # the WARNING summary line
 
 
 def test_the_health_listener_answers_while_the_service_port_is_full(tmp_path: Path) -> None:
     health = free_port()
     flags = ("--max-connections", "10", "--health-port", str(health), "--timeout-header", "60")
-    with serve_process(tmp_path, *flags) as srv:
-        held = [_silent(srv.port, f"127.0.0.{3 + i}") for i in range(10)]  # ten clients, one each
+    with serve_process(tmp_path, *flags) as srv, contextlib.ExitStack() as sockets:
+        held = [sockets.enter_context(_silent(srv.port, f"127.0.0.{3 + i}")) for i in range(10)]  # ten clients
         extra = _silent(srv.port, "127.0.0.30")
         refused = _refusal(extra)
         extra.close()
@@ -101,8 +100,7 @@ def test_the_health_listener_answers_while_the_service_port_is_full(tmp_path: Pa
             off = probe.get("/v1/models")  # the health listener never serves the API
             assert off.status_code == 404 and "health listener" in off.json()["error"]["message"]
             assert probe.post("/v1/select", json={"query": "x"}).status_code == 404
-        for s in held:
-            s.close()
+        assert len(held) == 10
 
 
 def test_the_health_listener_with_several_workers(tmp_path: Path) -> None:
@@ -152,15 +150,15 @@ def test_both_protocols_cap_connections_per_client_and_count_them_back(protocol:
     try:
         assert wait_until(lambda: server.started, seconds=10, interval=0.02), "the server did not start"
         for _ in range(2):  # twice: the refused and the closed connections are counted back
-            held = [_silent(port) for _ in range(2)]
-            third = _silent(port)
-            refused = _refusal(third)
-            assert refused is not None and refused.startswith(b"HTTP/1.1 503 ") and b"from your address" in refused
-            assert all(_refusal(s, 0.2) is None for s in held)
-            with _client(f"http://127.0.0.1:{port}", "127.0.0.2") as other:
-                assert other.get("/healthz").status_code == 200
-            for s in (*held, third):
-                s.close()
+            with contextlib.ExitStack() as sockets:
+                held = [sockets.enter_context(_silent(port)) for _ in range(2)]
+                third = sockets.enter_context(_silent(port))
+                refused = _refusal(third)
+                assert refused is not None and refused.startswith(b"HTTP/1.1 503 ")
+                assert b"from your address" in refused
+                assert all(_refusal(s, 0.2) is None for s in held)
+                with _client(f"http://127.0.0.1:{port}", "127.0.0.2") as other:
+                    assert other.get("/healthz").status_code == 200
             time.sleep(0.3)
     finally:
         server.should_exit = True
