@@ -114,3 +114,19 @@ TURNS = (
     "convert ten euros into another currency",
     "play a song by Queen",
 )
+
+
+#: A user message whose tools are offered, and a search that names them and others: a search from the
+#: conversation leaves out the offered tools and, asked again, pages on (``ToolNarrower.search``).
+TRAVEL = "book a flight ticket to Rome"
+TRAVEL_SEARCH = "book a flight ticket or a hotel room, get directions to the airport"
+
+
+def assert_searches_page_past_the_offer(offered: list[str], results: list[str]) -> None:
+    """Two ``find_tools`` results for :data:`TRAVEL_SEARCH`: neither repeats an offered tool nor the other's."""
+    from shortlist.integrations._core import found_in
+
+    assert "book_flight" in offered and len(results) == 2
+    first, second = (found_in(r) for r in results)
+    assert first and second, results
+    assert not set(first) & set(offered) and not set(second) & {*offered, *first}, (offered, first, second)

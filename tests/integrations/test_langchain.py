@@ -9,7 +9,16 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("langgraph")
 
-from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
+from integration_helpers import (
+    FUNCTIONS,
+    NAMES,
+    SYSTEM,
+    TRAVEL,
+    TRAVEL_SEARCH,
+    TURNS,
+    Events,
+    assert_searches_page_past_the_offer,
+)
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -180,3 +189,17 @@ def test_per_turn_re_selects_on_every_user_message() -> None:
     t1, t2, t3 = model.seen
     assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
     assert t1 != t2 != t3
+
+
+def test_find_tools_leaves_out_what_the_model_call_was_offered_and_pages_on() -> None:
+    script = [
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c1"),
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c2"),
+        AIMessage(content="done"),
+    ]
+    model = RecordingModel(messages=iter(script))
+    middleware = ShortlistMiddleware(selector="bm25", k=2, search_k=2, policy="per_turn")
+    agent = create_agent(model, tools=tools(), middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage(TRAVEL)]})
+    results = [str(m.content) for m in state["messages"] if m.type == "tool" and m.name == "find_tools"]
+    assert_searches_page_past_the_offer([n for n in model.seen[0] if n != "find_tools"], results)

@@ -8,7 +8,16 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
+from integration_helpers import (
+    FUNCTIONS,
+    NAMES,
+    SYSTEM,
+    TRAVEL,
+    TRAVEL_SEARCH,
+    TURNS,
+    Events,
+    assert_searches_page_past_the_offer,
+)
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -141,3 +150,15 @@ def test_per_turn_re_selects_on_every_query() -> None:
     retriever = ShortlistToolRetriever(tools(), selector="bm25", k=3, policy="per_turn")
     t1, t2 = ([t.metadata.name for t in retriever.retrieve(q)] for q in (TURNS[0], TURNS[1]))
     assert "get_weather" in t1 and "book_flight" in t2 and t1 != t2
+
+
+async def test_find_tools_leaves_out_what_the_turn_was_offered_and_pages_on() -> None:
+    script = Scripted(
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c1"),
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c2"),
+        text("done"),
+    )
+    retriever = ShortlistToolRetriever(tools(), ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn"))
+    result: Any = await agent(script, retriever).run(user_msg=TRAVEL, memory=ChatMemoryBuffer.from_defaults())
+    results = [str(t.tool_output.content) for t in result.tool_calls if t.tool_name == "find_tools"]
+    assert_searches_page_past_the_offer([n for n in script.seen[0] if n != "find_tools"], results)

@@ -15,7 +15,16 @@ pytest.importorskip("agents")
 from agents import Agent, FunctionTool, RunConfig, Runner, Usage, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
-from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
+from integration_helpers import (
+    FUNCTIONS,
+    NAMES,
+    SYSTEM,
+    TRAVEL,
+    TRAVEL_SEARCH,
+    TURNS,
+    Events,
+    assert_searches_page_past_the_offer,
+)
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from shortlist.integrations._core import ToolNarrower
@@ -181,3 +190,16 @@ async def test_per_turn_re_selects_on_every_user_message() -> None:
     t1, t2, t3 = inner.seen
     assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
     assert t1 != t2 != t3
+
+
+async def test_find_tools_leaves_out_what_the_model_call_was_offered_and_pages_on() -> None:
+    inner = ScriptedModel(
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c1"),
+        call("find_tools", {"query": TRAVEL_SEARCH}, "c2"),
+        text("done"),
+    )
+    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn"))
+    agent = Agent(name="travel", model=model, tools=[*tools(), model.find_tools])
+    result = await Runner.run(agent, TRAVEL)
+    results = [str(dict(i)["output"]) for i in result.to_input_list() if i.get("type") == "function_call_output"]
+    assert_searches_page_past_the_offer([n for n in inner.seen[0] if n != "find_tools"], results)

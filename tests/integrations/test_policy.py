@@ -88,3 +88,22 @@ async def test_achoose_agrees_with_choose() -> None:
 def test_unsupported_policies_are_refused(policy: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ToolNarrower(selector="bm25", policy=policy)
+
+
+@pytest.mark.parametrize("policy", ["stable", "per_turn"])
+def test_a_search_from_a_conversation_leaves_out_what_the_model_has_and_pages_on(policy: str) -> None:
+    narrower = ToolNarrower(selector="bm25", k=2, search_k=2, policy=policy, horizon=1)
+    cands = catalog(narrower)
+    conv = conversation("book a flight ticket to Rome")
+    offered = narrower.choose(cands, conv).names
+    assert "book_flight" in offered
+    query = "book a flight ticket or a hotel room, get directions to the airport"
+    whole = [c.id for c in narrower.search(cands, query)]
+    assert set(whole) & set(offered)  # without the conversation the offered tools take result slots
+    first = [c.id for c in narrower.search(cands, query, conv)]
+    assert len(first) == 2 and not set(first) & set(offered) and "get_directions" in first
+    # the result joined the conversation (found_in reads it back): asking again pages on
+    again = conversation("book a flight ticket to Rome", found=tuple(first))
+    second = [c.id for c in narrower.search(cands, query, again)]
+    assert len(second) == 2 and not set(second) & {*offered, *first}
+    assert narrower.search(cands, query, TurnLog()) == narrower.search(cands, query)  # no turn yet: everything

@@ -9,7 +9,16 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from integration_helpers import FUNCTIONS, NAMES, SYSTEM, TURNS, Events
+from integration_helpers import (
+    FUNCTIONS,
+    NAMES,
+    SYSTEM,
+    TRAVEL,
+    TRAVEL_SEARCH,
+    TURNS,
+    Events,
+    assert_searches_page_past_the_offer,
+)
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -151,3 +160,21 @@ async def test_per_turn_re_selects_on_every_user_message() -> None:
     t1, t2, t3 = script.seen
     assert "get_weather" in t1 and "book_flight" in t2 and "play_music" in t3
     assert t1 != t2 != t3
+
+
+async def test_find_tools_leaves_out_what_the_step_was_offered_and_pages_on() -> None:
+    script = Scripted(
+        call("find_tools", {"query": TRAVEL_SEARCH}),
+        call("find_tools", {"query": TRAVEL_SEARCH}),
+        text("done"),
+    )
+    capability = ShortlistTools(ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn"))
+    agent = Agent(FunctionModel(script), tools=list(FUNCTIONS), capabilities=[capability])
+    result = await agent.run(TRAVEL)
+    results = [
+        str(p.content)
+        for m in result.all_messages()
+        for p in getattr(m, "parts", ())
+        if isinstance(p, ToolReturnPart) and p.tool_name == "find_tools"
+    ]
+    assert_searches_page_past_the_offer([n for n in script.seen[0] if n != "find_tools"], results)

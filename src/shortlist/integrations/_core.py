@@ -22,7 +22,8 @@ adapter turns the tools into candidates once (:meth:`ToolNarrower.catalog`), ask
 * Every narrowing guarantee is the core's (:func:`~shortlist.selection.narrow`): a selector that
   raises, times out or answers nothing leaves the call with **all** the tools, as an event.
 * The escape hatch is a ``find_tools`` tool (:data:`SEARCH_TOOL_NAME`) the adapter adds to the
-  agent: it ranks the whole catalog for the model's own description
+  agent: it ranks what the model call that searched cannot use yet (not the tools it was offered
+  nor those earlier searches found, so asking again pages on) for the model's own description
   (:func:`~shortlist.offer.search_tools`; a failing selector falls back to a lexical
   ranking) and answers a JSON list of tools. The adapters read the names back from the
   conversation's tool results (:func:`found_in`), so the found tools are offered on every later
@@ -296,15 +297,31 @@ class ToolNarrower:
 
     # -- the escape hatch ----------------------------------------------------------------------
 
-    def search(self, candidates: tuple[Candidate, ...], query: str) -> tuple[Candidate, ...]:
-        """The tools ``find_tools`` returns for the model's ``query`` (a ``selection.tool_searched`` event)."""
+    def search(
+        self, candidates: tuple[Candidate, ...], query: str, conversation: TurnLog | None = None
+    ) -> tuple[Candidate, ...]:
+        """The tools ``find_tools`` returns for the model's ``query`` (a ``selection.tool_searched`` event).
+
+        ``conversation``: the conversation the model searched from (what the adapter passed to
+        :meth:`choose` for the call that asked). With it, the search ranks only what the model
+        cannot call yet, as a :class:`~shortlist.offer.ToolSession`'s search does: the tools that
+        call was offered and those earlier searches found are left out, so a result never spends
+        a slot on a tool the model has, and asking again pages on through the rest; the latest
+        user message ranks as a second query (``context`` of
+        :func:`~shortlist.offer.search_tools`). Without it the whole catalog is ranked.
+        """
+        state, context = OfferState(), None
+        if conversation is not None and conversation.turns:
+            state = OfferState(block=self.choose(candidates, conversation).names)  # a remembered decision
+            context = conversation.latest
         return search_tools(
             self.shortlist,
-            OfferState(),
+            state,
             query,
             policy="deferred",  # nothing to re-write: the found tools join the next call's tools
             candidates=candidates,
             k=self.search_k,
+            context=context,
             hooks=self._extra_hooks,
         ).found
 
@@ -321,9 +338,9 @@ class ToolNarrower:
             ensure_ascii=False,
         )
 
-    def find(self, candidates: tuple[Candidate, ...], query: str) -> str:
+    def find(self, candidates: tuple[Candidate, ...], query: str, conversation: TurnLog | None = None) -> str:
         """:meth:`search` and :meth:`search_result` in one: what a ``find_tools`` tool returns."""
-        return self.search_result(self.search(candidates, query))
+        return self.search_result(self.search(candidates, query, conversation))
 
     # -- measuring -----------------------------------------------------------------------------
 

@@ -91,14 +91,23 @@ def _conversation(messages: Sequence[Any], system: Any = None) -> TurnLog:
     return conv
 
 
-def find_tools_tool(narrower: ToolNarrower, tools: Callable[[], Sequence[BaseTool]] | Sequence[BaseTool]) -> BaseTool:
-    """The ``find_tools`` tool: ranks ``tools`` (or what the callable returns) for the model's query."""
+def find_tools_tool(
+    narrower: ToolNarrower,
+    tools: Callable[[], Sequence[BaseTool]] | Sequence[BaseTool],
+    conversation: Callable[[], TurnLog | None] | None = None,
+) -> BaseTool:
+    """The ``find_tools`` tool: ranks ``tools`` (or what the callable returns) for the model's query.
+
+    ``conversation``: returns the conversation of the model call that searched; then the tools
+    that call was offered and earlier searches found are left out of the result
+    (:meth:`ToolNarrower.search`).
+    """
 
     def catalog() -> tuple[Candidate, ...]:
         return tool_candidates(narrower, tools() if callable(tools) else tools)
 
     def find_tools(query: str) -> str:
-        return narrower.find(catalog(), query)
+        return narrower.find(catalog(), query, conversation() if conversation is not None else None)
 
     return StructuredTool.from_function(
         func=find_tools, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, parse_docstring=False
@@ -156,7 +165,8 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         **options: :class:`ToolNarrower` arguments (``selector``, ``policy`` -- ``stable`` by
             default, ``k``, ``search_k``, ``on_event``...).
 
-    The ``find_tools`` tool it registers ranks the tools of the agent's last model request.
+    The ``find_tools`` tool it registers ranks the tools of the agent's last model request that the
+    request was not offered (nor earlier searches found).
     """
 
     def __init__(self, narrower: ToolNarrower | None = None, **options: Any) -> None:
@@ -167,7 +177,12 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         super().__init__()
         self.narrower = narrower or ToolNarrower(**options)
         self._last: list[BaseTool] = []
-        self.tools = [find_tools_tool(self.narrower, lambda: self._last)] if self.narrower.search_tool else []
+        self._last_conversation: TurnLog | None = None
+        self.tools = (
+            [find_tools_tool(self.narrower, lambda: self._last, lambda: self._last_conversation)]
+            if self.narrower.search_tool
+            else []
+        )
 
     @property
     def name(self) -> str:
@@ -191,7 +206,8 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         tools, others, catalog = self._split(request)
         if not tools:
             return handler(request)
-        choice = self.narrower.choose(catalog, _conversation(request.messages, request.system_message))
+        self._last_conversation = conv = _conversation(request.messages, request.system_message)
+        choice = self.narrower.choose(catalog, conv)
         return handler(self._rewrite(request, tools, others, choice))
 
     async def awrap_model_call(
@@ -201,7 +217,8 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         tools, others, catalog = self._split(request)
         if not tools:
             return await handler(request)
-        choice = await self.narrower.achoose(catalog, _conversation(request.messages, request.system_message))
+        self._last_conversation = conv = _conversation(request.messages, request.system_message)
+        choice = await self.narrower.achoose(catalog, conv)
         return await handler(self._rewrite(request, tools, others, choice))
 
 

@@ -110,14 +110,19 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         with self._lock:
             if not self._queries or self._queries[-1] != text:
                 self._queries.append(text)
-            conv = TurnLog().system(self.system_prompt)
-            for query in self._queries:
-                conv.user(query)
-            return conv.found_tools(self._found)
+            return self._log()
+
+    def _log(self) -> TurnLog:
+        conv = TurnLog().system(self.system_prompt)
+        for query in self._queries:
+            conv.user(query)
+        return conv.found_tools(self._found)
 
     def _find(self, query: str) -> str:
         """Search the tool catalog for tools that are not loaded yet."""
-        found = self.narrower.search(self.catalog, query)
+        with self._lock:  # the conversation the tools were last retrieved for: its tools are left out
+            conv = self._log() if self._queries else None
+        found = self.narrower.search(self.catalog, query, conv)
         with self._lock:
             self._found.extend(c.id for c in found if c.id not in self._found)
         return self.narrower.search_result(found)

@@ -90,7 +90,8 @@ def _conversation(items: str | Sequence[Any], system: Any = None) -> TurnLog:
 
 
 def find_tools_tool(narrower: ToolNarrower, model: ShortlistModel) -> FunctionTool:
-    """The ``find_tools`` function tool: ranks the tools of ``model``'s last call for the model's query."""
+    """The ``find_tools`` function tool: ranks the tools of ``model``'s last call for the model's query
+    (those the call was not offered, nor earlier searches found: :meth:`ToolNarrower.search`)."""
 
     async def invoke(_ctx: RunContextWrapper[Any], arguments: str) -> str:
         import json
@@ -99,7 +100,7 @@ def find_tools_tool(narrower: ToolNarrower, model: ShortlistModel) -> FunctionTo
             query = str(json.loads(arguments or "{}").get("query", ""))
         except (ValueError, AttributeError):
             query = ""
-        return await asyncio.to_thread(narrower.find, model.last_catalog, query)
+        return await asyncio.to_thread(narrower.find, model.last_catalog, query, model.last_conversation)
 
     return FunctionTool(
         name=SEARCH_TOOL_NAME,
@@ -125,6 +126,7 @@ class ShortlistModel(Model):
         self.model = model
         self.narrower = narrower or ToolNarrower(**options)
         self.last_catalog: tuple[Candidate, ...] = ()
+        self.last_conversation: TurnLog | None = None
         self.find_tools = find_tools_tool(self.narrower, self)
 
     async def _narrowed(self, tools: list[Any], items: str | list[Any], system: Any = None) -> list[Any]:
@@ -133,7 +135,8 @@ class ShortlistModel(Model):
             return tools
         catalog = tool_candidates(self.narrower, functions)
         self.last_catalog = catalog
-        choice = await self.narrower.achoose(catalog, _conversation(items, system))
+        self.last_conversation = conv = _conversation(items, system)
+        choice = await self.narrower.achoose(catalog, conv)
         names = set(choice.names)
         keep = [
             t

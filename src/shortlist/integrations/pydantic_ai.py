@@ -118,12 +118,13 @@ def prepare_tools(
 
 
 def find_tools_tool(narrower: ToolNarrower, catalog: Callable[[], tuple[Candidate, ...]]) -> Tool[Any]:
-    """The ``find_tools`` tool: ranks ``catalog()`` (the step's tools) for the model's query."""
+    """The ``find_tools`` tool: ranks ``catalog()`` (the step's tools) for the model's query, leaving out
+    the tools the step was offered and earlier searches found (:meth:`ToolNarrower.search`)."""
 
-    async def find_tools(query: str) -> str:
-        return await asyncio.to_thread(narrower.find, catalog(), query)
+    async def find_tools(ctx: RunContext[Any], query: str) -> str:
+        return await asyncio.to_thread(narrower.find, catalog(), query, _conversation(ctx))
 
-    return Tool(find_tools, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, takes_ctx=False)
+    return Tool(find_tools, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, takes_ctx=True)
 
 
 @dataclass
