@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -22,9 +23,9 @@ from integration_helpers import (
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_fakes import RecordingModel, call
+from langchain_fakes import RecordingModel, ScriptsByConversation, call
 
-from shortlist.integrations._core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower, found_in
 from shortlist.integrations.langchain import (
     ShortlistMiddleware,
     find_tools_tool,
@@ -202,4 +203,58 @@ def test_find_tools_leaves_out_what_the_model_call_was_offered_and_pages_on() ->
     agent = create_agent(model, tools=tools(), middleware=[middleware])
     state = agent.invoke({"messages": [HumanMessage(TRAVEL)]})
     results = [str(m.content) for m in state["messages"] if m.type == "tool" and m.name == "find_tools"]
+    assert_searches_page_past_the_offer([n for n in model.seen[0] if n != "find_tools"], results)
+
+
+async def test_concurrent_conversations_each_search_past_their_own_offer() -> None:
+    weather = "what is the weather forecast in Paris?"
+    query = "the weather forecast, or book a flight ticket and a hotel room"  # each one's offer ranks first
+    model = ScriptsByConversation(
+        scripts={
+            TRAVEL: [call("find_tools", {"query": query}, "t1"), AIMessage(content="ok")],
+            weather: [call("find_tools", {"query": query}, "w1"), AIMessage(content="ok")],
+        }
+    )
+    middleware = ShortlistMiddleware(selector="bm25", k=2, search_k=2, policy="per_turn")
+    agent = create_agent(model, tools=tools(), middleware=[middleware])
+    travel, weathered = await asyncio.gather(
+        agent.ainvoke({"messages": [HumanMessage(TRAVEL)]}), agent.ainvoke({"messages": [HumanMessage(weather)]})
+    )
+    offers = {key: {n for n in model.seen[key][0] if n != "find_tools"} for key in (TRAVEL, weather)}
+    assert offers[TRAVEL] != offers[weather]
+    for key, state in ((TRAVEL, travel), (weather, weathered)):
+        [result] = [str(m.content) for m in state["messages"] if m.type == "tool" and m.name == "find_tools"]
+        found = found_in(result)
+        assert found and not set(found) & offers[key], (key, offers, found)  # its own offer, not the other's
+
+
+def test_a_hand_wired_graphs_find_tools_reads_the_conversation_from_the_state() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    all_tools = tools()
+    narrower = ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn")
+    search = find_tools_tool(narrower, all_tools)
+    model = RecordingModel(
+        messages=iter(
+            [
+                call("find_tools", {"query": TRAVEL_SEARCH}, "c1"),
+                call("find_tools", {"query": TRAVEL_SEARCH}, "c2"),
+                AIMessage(content="done"),
+            ]
+        )
+    )
+
+    def model_node(state: MessagesState) -> dict[str, Any]:
+        bound = model.bind_tools(narrowed_tools(narrower, all_tools, state["messages"], search_tool=search))
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", model_node)
+    graph.add_node("tools", ToolNode([*all_tools, search]))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    out = graph.compile().invoke({"messages": [HumanMessage(TRAVEL)]})
+    results = [str(m.content) for m in out["messages"] if m.type == "tool" and m.name == "find_tools"]
     assert_searches_page_past_the_offer([n for n in model.seen[0] if n != "find_tools"], results)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -27,7 +28,7 @@ from integration_helpers import (
 )
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from shortlist.integrations._core import ToolNarrower
+from shortlist.integrations._core import ToolNarrower, found_in
 from shortlist.integrations.openai_agents import ShortlistModel, ShortlistModelProvider
 from shortlist.testing import FailingSelector
 
@@ -203,3 +204,45 @@ async def test_find_tools_leaves_out_what_the_model_call_was_offered_and_pages_o
     result = await Runner.run(agent, TRAVEL)
     results = [str(dict(i)["output"]) for i in result.to_input_list() if i.get("type") == "function_call_output"]
     assert_searches_page_past_the_offer([n for n in inner.seen[0] if n != "find_tools"], results)
+
+
+class ByConversation(Model):
+    """An SDK Model double serving concurrent runs: each answers from its own script (keyed by its first user
+    message), and every run's first call returns only once all have started."""
+
+    def __init__(self, scripts: dict[str, list[list[Any]]]) -> None:
+        self.scripts = scripts
+        self.seen: dict[str, list[list[str]]] = {}
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, model_settings: Any, tools: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        key = input if isinstance(input, str) else next(i["content"] for i in input if i.get("role") == "user")
+        first = key not in self.seen
+        self.seen.setdefault(key, []).append([t.name for t in tools])
+        while first and len(self.seen) < len(self.scripts):
+            await asyncio.sleep(0.01)
+        return ModelResponse(output=self.scripts[key].pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+async def test_concurrent_runs_each_search_past_their_own_offer() -> None:
+    weather = "what is the weather forecast in Paris?"
+    query = "the weather forecast, or book a flight ticket and a hotel room"  # each one's offer ranks first
+    inner = ByConversation(
+        {
+            TRAVEL: [call("find_tools", {"query": query}, "t1"), text("ok")],
+            weather: [call("find_tools", {"query": query}, "w1"), text("ok")],
+        }
+    )
+    model = ShortlistModel(inner, ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn"))
+    agent = Agent(name="a", model=model, tools=[*tools(), model.find_tools])
+    runs = await asyncio.gather(Runner.run(agent, TRAVEL), Runner.run(agent, weather))
+    offers = {key: {n for n in inner.seen[key][0] if n != "find_tools"} for key in (TRAVEL, weather)}
+    assert offers[TRAVEL] != offers[weather]
+    for key, run in zip((TRAVEL, weather), runs, strict=True):
+        [result] = [str(dict(i)["output"]) for i in run.to_input_list() if i.get("type") == "function_call_output"]
+        found = found_in(result)
+        assert found and not set(found) & offers[key], (key, offers, found)  # its own offer, not the other's

@@ -136,6 +136,7 @@ class ToolNarrower:
         self._catalogs: OrderedDict[Hashable, tuple[Candidate, ...]] = OrderedDict()
         self._turns: OrderedDict[tuple[int, str], TurnSelection] = OrderedDict()
         self._offers: OrderedDict[Hashable, tuple[OfferState, TurnSelection]] = OrderedDict()
+        self._searches: OrderedDict[str, TurnLog] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- the catalog ---------------------------------------------------------------------------
@@ -296,6 +297,29 @@ class ToolNarrower:
         return self._choice(candidates, turn, conv.found)
 
     # -- the escape hatch ----------------------------------------------------------------------
+
+    def note_searches(self, call_ids: Iterable[str], conversation: TurnLog) -> None:
+        """Remember the conversation a model call searched from, by its ``find_tools`` calls' ids.
+
+        An adapter that cannot hand its ``find_tools`` tool the conversation (the framework gives
+        a tool only its call's id) notes it when the model's answer asks for a search; the tool
+        then finds it with :meth:`searched_from`, so concurrent conversations never mix. At most
+        ``cache_size`` are kept (at least 64).
+        """
+        with self._lock:
+            for call_id in call_ids:
+                if call_id:
+                    self._searches[call_id] = conversation
+                    self._searches.move_to_end(call_id)
+            while len(self._searches) > max(self._cache_size, 64):
+                self._searches.popitem(last=False)
+
+    def searched_from(self, call_id: str | None) -> TurnLog | None:
+        """The conversation :meth:`note_searches` noted for a ``find_tools`` call (None: not noted)."""
+        if not call_id:
+            return None
+        with self._lock:
+            return self._searches.get(call_id)
 
     def search(
         self, candidates: tuple[Candidate, ...], query: str, conversation: TurnLog | None = None

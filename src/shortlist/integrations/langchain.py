@@ -42,6 +42,7 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.prebuilt import ToolRuntime
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from shortlist._install import pip_install
 
@@ -91,27 +92,48 @@ def _conversation(messages: Sequence[Any], system: Any = None) -> TurnLog:
     return conv
 
 
-def find_tools_tool(
-    narrower: ToolNarrower,
-    tools: Callable[[], Sequence[BaseTool]] | Sequence[BaseTool],
-    conversation: Callable[[], TurnLog | None] | None = None,
-) -> BaseTool:
+def find_tools_tool(narrower: ToolNarrower, tools: Callable[[], Sequence[BaseTool]] | Sequence[BaseTool]) -> BaseTool:
     """The ``find_tools`` tool: ranks ``tools`` (or what the callable returns) for the model's query.
 
-    ``conversation``: returns the conversation of the model call that searched; then the tools
-    that call was offered and earlier searches found are left out of the result
-    (:meth:`ToolNarrower.search`).
+    It ranks only what the model call that searched cannot use yet (:meth:`ToolNarrower.search`):
+    that call's conversation is the one :class:`ShortlistMiddleware` noted for this tool call's
+    id, else the one the graph's state holds (the ``messages`` LangGraph's ``ToolNode`` passes
+    as the tool's runtime).
     """
 
     def catalog() -> tuple[Candidate, ...]:
         return tool_candidates(narrower, tools() if callable(tools) else tools)
 
-    def find_tools(query: str) -> str:
-        return narrower.find(catalog(), query, conversation() if conversation is not None else None)
+    def find_tools(query: str, runtime: ToolRuntime) -> str:
+        return narrower.find(catalog(), query, _searched_from(narrower, runtime))
 
     return StructuredTool.from_function(
         func=find_tools, name=SEARCH_TOOL_NAME, description=SEARCH_TOOL_DESCRIPTION, parse_docstring=False
     )
+
+
+def _searched_from(narrower: ToolNarrower, runtime: Any) -> TurnLog | None:
+    """The conversation a ``find_tools`` call was made from: noted by the middleware, else the state's."""
+    noted = narrower.searched_from(getattr(runtime, "tool_call_id", None))
+    if noted is not None:
+        return noted
+    state = getattr(runtime, "state", None)
+    messages = state.get("messages") if isinstance(state, Mapping) else getattr(state, "messages", state)
+    return _conversation(messages) if isinstance(messages, Sequence) and messages else None
+
+
+def _search_ids(response: Any) -> list[str]:
+    """The ids of the ``find_tools`` calls in a model call's answer (a ``ModelResponse`` or a message)."""
+    messages = getattr(response, "result", None)
+    if not isinstance(messages, Sequence):
+        messages = [response]
+    return [
+        str(c.get("id") or "")
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c["name"] == SEARCH_TOOL_NAME
+    ]
 
 
 def _keep(tools: Sequence[BaseTool], choice: ToolChoice) -> list[BaseTool]:
@@ -177,12 +199,7 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         super().__init__()
         self.narrower = narrower or ToolNarrower(**options)
         self._last: list[BaseTool] = []
-        self._last_conversation: TurnLog | None = None
-        self.tools = (
-            [find_tools_tool(self.narrower, lambda: self._last, lambda: self._last_conversation)]
-            if self.narrower.search_tool
-            else []
-        )
+        self.tools = [find_tools_tool(self.narrower, lambda: self._last)] if self.narrower.search_tool else []
 
     @property
     def name(self) -> str:
@@ -206,9 +223,11 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         tools, others, catalog = self._split(request)
         if not tools:
             return handler(request)
-        self._last_conversation = conv = _conversation(request.messages, request.system_message)
+        conv = _conversation(request.messages, request.system_message)
         choice = self.narrower.choose(catalog, conv)
-        return handler(self._rewrite(request, tools, others, choice))
+        response = handler(self._rewrite(request, tools, others, choice))
+        self.narrower.note_searches(_search_ids(response), conv)  # what find_tools leaves out
+        return response
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
@@ -217,9 +236,11 @@ class ShortlistMiddleware(_Base):  # type: ignore[misc]
         tools, others, catalog = self._split(request)
         if not tools:
             return await handler(request)
-        self._last_conversation = conv = _conversation(request.messages, request.system_message)
+        conv = _conversation(request.messages, request.system_message)
         choice = await self.narrower.achoose(catalog, conv)
-        return await handler(self._rewrite(request, tools, others, choice))
+        response = await handler(self._rewrite(request, tools, others, choice))
+        self.narrower.note_searches(_search_ids(response), conv)
+        return response
 
 
 def retrieve_tools_functions(

@@ -36,9 +36,10 @@ from shortlist.integrations._core import (
 )
 
 try:
-    from agents import FunctionTool, RunContextWrapper
+    from agents import FunctionTool
     from agents.models.interface import Model, ModelProvider
     from agents.models.multi_provider import MultiProvider
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from shortlist._install import pip_install
 
@@ -90,17 +91,20 @@ def _conversation(items: str | Sequence[Any], system: Any = None) -> TurnLog:
 
 
 def find_tools_tool(narrower: ToolNarrower, model: ShortlistModel) -> FunctionTool:
-    """The ``find_tools`` function tool: ranks the tools of ``model``'s last call for the model's query
-    (those the call was not offered, nor earlier searches found: :meth:`ToolNarrower.search`)."""
+    """The ``find_tools`` function tool: ranks the tools of ``model``'s last call for the model's query,
+    those the call that searched was not offered, nor earlier searches found (:meth:`ToolNarrower.search`;
+    the conversation is the one ``model`` noted for this call's id)."""
 
-    async def invoke(_ctx: RunContextWrapper[Any], arguments: str) -> str:
+    # annotated ToolContext: the SDK hands a RunContextWrapper-annotated tool the context without the call's id
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         import json
 
         try:
             query = str(json.loads(arguments or "{}").get("query", ""))
         except (ValueError, AttributeError):
             query = ""
-        return await asyncio.to_thread(narrower.find, model.last_catalog, query, model.last_conversation)
+        conversation = narrower.searched_from(getattr(ctx, "tool_call_id", None))
+        return await asyncio.to_thread(narrower.find, model.last_catalog, query, conversation)
 
     return FunctionTool(
         name=SEARCH_TOOL_NAME,
@@ -126,16 +130,18 @@ class ShortlistModel(Model):
         self.model = model
         self.narrower = narrower or ToolNarrower(**options)
         self.last_catalog: tuple[Candidate, ...] = ()
-        self.last_conversation: TurnLog | None = None
         self.find_tools = find_tools_tool(self.narrower, self)
 
-    async def _narrowed(self, tools: list[Any], items: str | list[Any], system: Any = None) -> list[Any]:
+    async def _narrowed(
+        self, tools: list[Any], items: str | list[Any], system: Any = None
+    ) -> tuple[list[Any], TurnLog | None]:
+        """The call's tools, and the conversation they were chosen for (None: nothing narrowed)."""
         functions = [t for t in tools if isinstance(t, FunctionTool) and t.name != SEARCH_TOOL_NAME]
         if not functions:
-            return tools
+            return tools, None
         catalog = tool_candidates(self.narrower, functions)
         self.last_catalog = catalog
-        self.last_conversation = conv = _conversation(items, system)
+        conv = _conversation(items, system)
         choice = await self.narrower.achoose(catalog, conv)
         names = set(choice.names)
         keep = [
@@ -143,7 +149,14 @@ class ShortlistModel(Model):
             for t in tools
             if not isinstance(t, FunctionTool) or t.name in names or (t.name == SEARCH_TOOL_NAME and choice.search_tool)
         ]
-        return keep
+        return keep, conv
+
+    def _note(self, output: Any, conv: TurnLog | None) -> None:
+        """Note the conversation of the answer's ``find_tools`` calls (what the search leaves out)."""
+        if conv is not None and isinstance(output, list):
+            searches = [_get(i, "call_id") for i in output if _get(i, "type") == "function_call"]
+            named = [_get(i, "name") == SEARCH_TOOL_NAME for i in output if _get(i, "type") == "function_call"]
+            self.narrower.note_searches((str(c) for c, n in zip(searches, named, strict=True) if n), conv)
 
     async def get_response(
         self,
@@ -156,10 +169,12 @@ class ShortlistModel(Model):
         tracing: Any,
         **kwargs: Any,
     ) -> Any:
-        narrowed = await self._narrowed(list(tools), input, system_instructions)
-        return await self.model.get_response(
+        narrowed, conv = await self._narrowed(list(tools), input, system_instructions)
+        response = await self.model.get_response(
             system_instructions, input, model_settings, narrowed, output_schema, handoffs, tracing, **kwargs
         )
+        self._note(getattr(response, "output", None), conv)
+        return response
 
     async def stream_response(  # type: ignore[override]
         self,
@@ -172,10 +187,12 @@ class ShortlistModel(Model):
         tracing: Any,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        narrowed = await self._narrowed(list(tools), input, system_instructions)
+        narrowed, conv = await self._narrowed(list(tools), input, system_instructions)
         async for event in self.model.stream_response(
             system_instructions, input, model_settings, narrowed, output_schema, handoffs, tracing, **kwargs
         ):
+            if getattr(event, "type", None) == "response.completed":  # the whole answer, its calls included
+                self._note(getattr(getattr(event, "response", None), "output", None), conv)
             yield event
 
     async def close(self) -> None:
