@@ -24,7 +24,7 @@ from shortlist.rankers._scale import (
     spellings,
     variants,
 )
-from shortlist.selection._query import without_quoted
+from shortlist.selection._query import quoted_kind, without_quoted
 from shortlist.testing import HashEmbedder
 
 FS = [
@@ -419,7 +419,7 @@ def test_warm_builds_the_structure() -> None:
     ("text", "expected"),
     [
         ("Post 'Meeting moved to 3pm, see you all' to my feed", "Post something to my feed"),
-        ('Create "final_report.pdf" in the temp folder', "Create something in the temp folder"),
+        ('Create "final_report.pdf" in the temp folder', "Create a file in the temp folder"),  # its kind stays
         ("Send \u201cok\u201d and \u2018thanks\u2019 to Bob", "Send something and something to Bob"),
         ("Is 'x' in 'y z'?", "Is something in something ?"),
         ("I'm sure the users' files are fine", "I'm sure the users' files are fine"),  # apostrophes
@@ -429,6 +429,31 @@ def test_warm_builds_the_structure() -> None:
 )
 def test_without_quoted_drops_the_payload(text: str, expected: str) -> None:
     assert without_quoted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("span", "kind"),
+    [
+        ("'final_report.pdf'", "a file"),
+        ("'~/docs/notes.v2.md'", "a file"),
+        ("\u201c/home/user/docs\u201d", "a folder"),
+        ("'docs/'", "a folder"),
+        ("'src/shortlist/rankers'", "a folder"),
+        ("'and/or'", "something"),  # two words with a slash are not a path
+        ("'john.doe@example.com'", "an email address"),
+        ("'https://example.com/a?b=1'", "a web address"),
+        ("'www.example.org'", "a web address"),
+        ("'1,250.50'", "a number"),
+        ("'10:30'", "a number"),
+        ("'-'", "something"),  # no digit: not a number
+        ("'Weekly Meeting'", "something"),
+        ("'U.S.'", "something"),  # no extension after the last dot
+        ("'USR007'", "something"),
+    ],
+)
+def test_a_dropped_quote_keeps_its_kind(span: str, kind: str) -> None:
+    assert quoted_kind(span) == kind
+    assert without_quoted(f"please use {span} now") == f"please use {kind} now"
 
 
 def test_drop_quoted_ranks_by_the_request_not_its_payload() -> None:
@@ -448,3 +473,15 @@ def test_a_tool_named_in_quotes_still_ranks_first() -> None:
     # the quoted span leaves the ranking text, not the name check
     ranked = ranker.select(Query("please run 'get_weather_forecast' for the city of Oslo"), FS).selected
     assert ranked[0] == "get_weather_forecast"
+
+
+def test_a_quoted_file_name_asks_for_a_file_tool_not_for_its_subject() -> None:
+    catalog = [
+        Candidate("summarize_project", "summarize_project", "Write the summary report of a project."),
+        Candidate("touch", "touch", "Create a new empty file in the current directory."),
+    ]
+    text = "Please draft 'project_summary_report.txt' for me"
+    kept = HybridRanker(embedder=HashEmbedder(), server_weight=0, drop_quoted=False).score(Query(text), catalog)
+    dropped = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)  # the default
+    assert kept[0] > kept[1]  # the file name's words pull the tool about its subject
+    assert dropped[1] > dropped[0]  # "draft a file": the kind of the payload is the evidence

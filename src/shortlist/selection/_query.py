@@ -10,7 +10,15 @@ from typing import Any
 
 from shortlist._types import Query
 
-__all__ = ["QUOTED_PLACEHOLDER", "last_user_text", "message_text", "query_text", "split_intents", "without_quoted"]
+__all__ = [
+    "QUOTED_PLACEHOLDER",
+    "last_user_text",
+    "message_text",
+    "query_text",
+    "quoted_kind",
+    "split_intents",
+    "without_quoted",
+]
 
 # A sentence ends at . ? ! or ; followed by space and a capital (or a quote).
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+(?=[A-Z\"'])")
@@ -33,6 +41,15 @@ _SPACES = re.compile(r"\s+")
 #: What a dropped quote becomes: a neutral noun keeps the request's grammar ("the distance between
 #: something and something") where deleting it leaves "the distance between and".
 QUOTED_PLACEHOLDER = "something"
+# What a quote says of its kind, in the order tried: its words are payload, its kind is evidence of
+# the request ("draft 'project_summary.txt'" asks for a file, not for a summary).
+_QUOTE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$"), "an email address"),
+    (re.compile(r"^(?:https?://|www\.)\S+$", re.IGNORECASE), "a web address"),
+    (re.compile(r"^\S*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}$"), "a file"),  # a name with an extension (a path too)
+    (re.compile(r"^(?:~?/|\.\.?/)[\w.\-/]*$|^[\w.\-]+(?:/[\w.\-]+)*/$|^[\w.\-]+(?:/[\w.\-]+){2,}$"), "a folder"),
+    (re.compile(r"^(?=.*\d)[\d\s.,:$\u20ac\u00a3%+\-/]+$"), "a number"),
+)
 
 
 def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentences: bool = True) -> list[str]:
@@ -62,20 +79,30 @@ def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentence
     return kept[:max_parts] if len(kept) > 1 else []
 
 
+def quoted_kind(span: str) -> str:
+    """What a quoted span (its quotes included or not) is replaced by: its kind when its text shows
+    one (``a file``, ``a folder``, ``an email address``, ``a web address``, ``a number``), else
+    :data:`QUOTED_PLACEHOLDER`."""
+    inner = span.strip().strip("'\"\u2018\u2019\u201c\u201d").strip()
+    return next((kind for pattern, kind in _QUOTE_KINDS if pattern.match(inner)), QUOTED_PLACEHOLDER)
+
+
 def without_quoted(text: str, *, min_words: int = 2) -> str:
-    """``text`` with each quoted span replaced by :data:`QUOTED_PLACEHOLDER` (``text`` itself when
+    """``text`` with each quoted span replaced by its kind (:func:`quoted_kind`; ``text`` itself when
     fewer than ``min_words`` of its own words remain).
 
     A request quotes its payload: the message to send, a ticket's title and description, a file's
     name, an id ("post 'Meeting moved to 3pm, see you all' to my feed", "open 'final_report.pdf'").
     Those words say what the tool will carry, not which tool is meant, and a long quote outweighs
     the few words of the request itself in a ranking ("file a support ticket saying 'I log out and
-    back in but my account does not sync'" is not a request to log out). The placeholder keeps the
-    request's grammar ("the distance between something and something").
+    back in but my account does not sync'" is not a request to log out). The replacement keeps the
+    request's grammar ("the distance between something and something") and what kind of thing the
+    payload is ("open a file", "send something to an email address"): the kind is evidence of the
+    tool, where the words of a file's name pull tools about its subject.
     """
-    stripped = _SPACES.sub(" ", _QUOTED.sub(f" {QUOTED_PLACEHOLDER} ", text)).strip()
-    own = [w for w in stripped.split() if w.strip(_STRIP) != QUOTED_PLACEHOLDER]
-    return stripped if len(own) >= min_words else text
+    if len(_QUOTED.sub(" ", text).split()) < min_words:
+        return text
+    return _SPACES.sub(" ", _QUOTED.sub(lambda m: f" {quoted_kind(m.group(0))} ", text)).strip()
 
 
 def message_text(message: Mapping[str, Any] | Any) -> str:
