@@ -101,22 +101,13 @@ def test_provider_tool_dicts_are_kept_and_a_tool_named_find_tools_is_not_narrowe
     assert seen[0] == "play_music" and "web_search" in seen and "find_tools" in seen
 
 
-def test_langgraph_model_node_binds_the_narrowed_tools() -> None:
+def _hand_wired_graph(narrower: ToolNarrower, model: RecordingModel) -> Any:
+    """The LangGraph of docs/integrations/langchain.md: a model node binding the narrowed tools, a ToolNode."""
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
     all_tools = tools()
-    narrower = ToolNarrower(selector="bm25", k=2)
     search = find_tools_tool(narrower, all_tools)
-    model = RecordingModel(
-        messages=iter(
-            [
-                call("find_tools", {"query": "send an email message"}, "c1"),
-                call("send_email", {"to": "a", "body": "b"}, "c2"),
-                AIMessage(content="done"),
-            ]
-        )
-    )
 
     def model_node(state: MessagesState) -> dict[str, Any]:
         bound = model.bind_tools(narrowed_tools(narrower, all_tools, state["messages"], search_tool=search))
@@ -128,7 +119,20 @@ def test_langgraph_model_node_binds_the_narrowed_tools() -> None:
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", tools_condition)
     graph.add_edge("tools", "model")
-    app = graph.compile()
+    return graph.compile()
+
+
+def test_langgraph_model_node_binds_the_narrowed_tools() -> None:
+    model = RecordingModel(
+        messages=iter(
+            [
+                call("find_tools", {"query": "send an email message"}, "c1"),
+                call("send_email", {"to": "a", "body": "b"}, "c2"),
+                AIMessage(content="done"),
+            ]
+        )
+    )
+    app = _hand_wired_graph(ToolNarrower(selector="bm25", k=2), model)
     out = app.invoke({"messages": [HumanMessage("reserve a hotel room in Lisbon")]})
     assert out["messages"][-1].content == "done"
     first, second, _ = model.seen
@@ -229,12 +233,6 @@ async def test_concurrent_conversations_each_search_past_their_own_offer() -> No
 
 
 def test_a_hand_wired_graphs_find_tools_reads_the_conversation_from_the_state() -> None:
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-
-    all_tools = tools()
-    narrower = ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn")
-    search = find_tools_tool(narrower, all_tools)
     model = RecordingModel(
         messages=iter(
             [
@@ -244,17 +242,7 @@ def test_a_hand_wired_graphs_find_tools_reads_the_conversation_from_the_state() 
             ]
         )
     )
-
-    def model_node(state: MessagesState) -> dict[str, Any]:
-        bound = model.bind_tools(narrowed_tools(narrower, all_tools, state["messages"], search_tool=search))
-        return {"messages": [bound.invoke(state["messages"])]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("model", model_node)
-    graph.add_node("tools", ToolNode([*all_tools, search]))
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", tools_condition)
-    graph.add_edge("tools", "model")
-    out = graph.compile().invoke({"messages": [HumanMessage(TRAVEL)]})
+    app = _hand_wired_graph(ToolNarrower(selector="bm25", k=2, search_k=2, policy="per_turn"), model)
+    out = app.invoke({"messages": [HumanMessage(TRAVEL)]})
     results = [str(m.content) for m in out["messages"] if m.type == "tool" and m.name == "find_tools"]
     assert_searches_page_past_the_offer([n for n in model.seen[0] if n != "find_tools"], results)

@@ -10,6 +10,7 @@ import pytest
 
 from shortlist._events import event_hooks
 from shortlist._types import Candidate, Query, candidate_group
+from shortlist.rankers._base import Scores
 from shortlist.rankers._hybrid import HybridRanker
 from shortlist.rankers._scale import (
     GroupLayout,
@@ -456,14 +457,19 @@ def test_a_dropped_quote_keeps_its_kind(span: str, kind: str) -> None:
     assert without_quoted(f"please use {span} now") == f"please use {kind} now"
 
 
+def _quotes_kept_and_dropped(text: str, catalog: list[Candidate]) -> tuple[Scores, Scores]:
+    """``text``'s scores over ``catalog`` with its quotes kept, and dropped (the default)."""
+    kept = HybridRanker(embedder=HashEmbedder(), server_weight=0, drop_quoted=False).score(Query(text), catalog)
+    return kept, HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)
+
+
 def test_drop_quoted_ranks_by_the_request_not_its_payload() -> None:
     catalog = [
         Candidate("create_ticket", "create_ticket", "Create a support ticket."),
         Candidate("logout", "logout", "Log out of the account and sync the session."),
     ]
     text = "Please file a support ticket saying 'I log out and back in but my account does not sync the session'"
-    kept = HybridRanker(embedder=HashEmbedder(), server_weight=0, drop_quoted=False).score(Query(text), catalog)
-    dropped = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)  # the default
+    kept, dropped = _quotes_kept_and_dropped(text, catalog)
     assert kept[1] > kept[0]  # the payload's words pull the wrong tool
     assert dropped[0] > dropped[1]
 
@@ -480,8 +486,6 @@ def test_a_quoted_file_name_asks_for_a_file_tool_not_for_its_subject() -> None:
         Candidate("summarize_project", "summarize_project", "Write the summary report of a project."),
         Candidate("touch", "touch", "Create a new empty file in the current directory."),
     ]
-    text = "Please draft 'project_summary_report.txt' for me"
-    kept = HybridRanker(embedder=HashEmbedder(), server_weight=0, drop_quoted=False).score(Query(text), catalog)
-    dropped = HybridRanker(embedder=HashEmbedder(), server_weight=0).score(Query(text), catalog)  # the default
+    kept, dropped = _quotes_kept_and_dropped("Please draft 'project_summary_report.txt' for me", catalog)
     assert kept[0] > kept[1]  # the file name's words pull the tool about its subject
     assert dropped[1] > dropped[0]  # "draft a file": the kind of the payload is the evidence

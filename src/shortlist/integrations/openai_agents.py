@@ -154,9 +154,8 @@ class ShortlistModel(Model):
     def _note(self, output: Any, conv: TurnLog | None) -> None:
         """Note the conversation of the answer's ``find_tools`` calls (what the search leaves out)."""
         if conv is not None and isinstance(output, list):
-            searches = [_get(i, "call_id") for i in output if _get(i, "type") == "function_call"]
-            named = [_get(i, "name") == SEARCH_TOOL_NAME for i in output if _get(i, "type") == "function_call"]
-            self.narrower.note_searches((str(c) for c, n in zip(searches, named, strict=True) if n), conv)
+            calls = [i for i in output if _get(i, "type") == "function_call" and _get(i, "name") == SEARCH_TOOL_NAME]
+            self.narrower.note_searches((str(_get(i, "call_id") or "") for i in calls), conv)
 
     async def get_response(
         self,
