@@ -24,7 +24,7 @@ functions). Only the first user turn's text is used; no ``multi_turn_*`` file is
 Usage::
 
     OMP_NUM_THREADS=1 python bench/bench_confidence.py [DATASET_DIR ...] [--bfcl DIR] [--model NAME]
-        [--queries 200] [--json]
+        [--query-precision int8] [--queries 200] [--json]
 """
 
 from __future__ import annotations
@@ -107,14 +107,14 @@ def prepare_bfcl(out_dir: str) -> list[str]:
     return dirs
 
 
-def quality(path: str, model: str | None = None) -> dict[str, Any]:
+def quality(path: str, model: str | None = None, query_precision: str = "float32") -> dict[str, Any]:
     """AUROC and Recall@5 at 85% correct abstention of both confidences on one dataset."""
     ds = load_dataset(path)
     emb = None
-    if model:
+    if model or query_precision != "float32":
         from shortlist.embeddings._default import DefaultEmbedder
 
-        emb = DefaultEmbedder(model=model)
+        emb = DefaultEmbedder(model=model, query_precision=query_precision)
     rankers = {kind: HybridRanker(embedder=emb, confidence=kind) for kind in KINDS}
     ids = [c.id for c in ds.tools]
     best: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -183,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bfcl", metavar="DIR", help="also write and measure the BFCL irrelevance datasets under DIR")
     p.add_argument("--queries", type=int, default=200, help="queries timed per confidence (0: no latency)")
     p.add_argument("--model", help="the embedded model for the quality rows (default: the default one)")
+    p.add_argument("--query-precision", default="float32", choices=("float32", "int8"), help="the query path's model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     paths = list(args.datasets) + (prepare_bfcl(args.bfcl) if args.bfcl else [])
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("give a dataset directory or --bfcl DIR")
     rows = []
     for path in paths:
-        row = quality(path, args.model)
+        row = quality(path, args.model, args.query_precision)
         rows.append(row)
         sys.stderr.write(
             f"{row['dataset']}: "

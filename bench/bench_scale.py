@@ -18,6 +18,9 @@ figures are that selector's alone):
   again (the query vectors now in the embedder's LRU: the ranking's own cost). p50 / p99 in ms.
 * ``fresh copy``: a few turns whose candidates are equal but newly built objects (inline
   candidates parsed from a request), the cost of recognising an already indexed catalog by value.
+* ``default-int8`` (with ``--selectors bm25,default,default-int8``): the default selector with
+  ``DefaultEmbedder(query_precision="int8")``, queries embedded on the int8 query model (catalogs
+  stay float32), beside the float one in the same run.
 * resident memory, **per process** (``VmRSS`` / ``VmHWM`` from ``/proc/self/status``): ``base``
   after imports and the catalog's ``Candidate`` objects (and, for the hybrid, the loaded query
   model), ``+index`` the growth from ``warm()``, ``+turns`` the further growth after the queries,
@@ -80,6 +83,8 @@ SHARED = REPO.parent / "shared" / "data"
 SOURCES = ("metatool", "bfcl-conversations-dev", "livemcpbench", "nestful-glaive", "nestful-sgd", "nestful-exec")
 PREPARED = ("livemcpbench", "nestful-glaive", "nestful-sgd", "nestful-exec")
 SELECTORS = ("bm25", "default")
+#: the default selector with another query precision (not run unless named in ``--selectors``)
+PRECISIONS = {"default": "float32", "default-int8": "int8"}
 K = 5
 
 
@@ -165,7 +170,7 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def derived_embedder() -> Any:
+def derived_embedder(precision: str) -> Any:
     """The tools model for queries; catalog batches from the vector cache, else seeded unit vectors (not stored)."""
     import hashlib
 
@@ -173,9 +178,9 @@ def derived_embedder() -> Any:
 
     from shortlist.embeddings._base import Embedder
     from shortlist.embeddings._cache import default_store, model_identity, text_key
-    from shortlist.embeddings._default import default_embedder, for_tool_ranking
+    from shortlist.embeddings._default import DefaultEmbedder, for_tool_ranking
 
-    inner = for_tool_ranking(default_embedder())
+    inner = for_tool_ranking(DefaultEmbedder(query_precision=precision))
     store = default_store()
     identity = model_identity(inner)
 
@@ -200,6 +205,9 @@ def derived_embedder() -> Any:
                 out[i] = vec
             return out
 
+        def embed_queries(self, texts: Any) -> Any:  # a query's texts (the whole and its parts): the real model
+            return inner.embed_queries(texts)
+
     return Derived()
 
 
@@ -213,9 +221,14 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path, derive:
 
     cands = catalog(size, prepared)
     texts = queries(n_queries)
-    derived = derived_embedder() if derive and selector_name == "default" else None
+    precision = PRECISIONS.get(selector_name)
+    derived = derived_embedder(precision) if derive and precision else None
+    if derived is None and precision == "int8":
+        from shortlist.embeddings._default import DefaultEmbedder
+
+        derived = DefaultEmbedder(query_precision="int8")
     registry = SelectorRegistry(embeddings=derived)
-    selector: Any = registry.get(DEFAULT_SELECTOR if selector_name == "default" else selector_name)
+    selector: Any = registry.get(DEFAULT_SELECTOR if precision else selector_name)
     dense = getattr(selector, "dense", None)
     if dense is not None:  # load the query model before the baseline: its weights are not the index
         dense.embed_query("load the query model")
@@ -256,7 +269,7 @@ def child(selector_name: str, size: int, n_queries: int, prepared: Path, derive:
         "rss_turns_mb": round((end["VmRSS"] - ready["VmRSS"]) / 2**20, 1),
         "rss_peak_mb": round(end["VmHWM"] / 2**20, 1),
         "load": round(os.getloadavg()[0], 2),
-        "derived": int(derived.derived) if derived is not None else 0,
+        "derived": int(getattr(derived, "derived", 0)),
     }
 
 
@@ -395,7 +408,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated catalog sizes")
     parser.add_argument("--queries", type=int, default=300, help="distinct queries per configuration")
-    parser.add_argument("--selectors", default=",".join(SELECTORS), help="bm25, default or both")
+    parser.add_argument(
+        "--selectors", default=",".join(SELECTORS), help="bm25, default, default-int8 (comma-separated)"
+    )
     parser.add_argument(
         "--src", action="append", default=[], metavar="LABEL=DIR", help="a src folder to measure (repeatable)"
     )
@@ -430,12 +445,12 @@ def main() -> None:
     selectors = [s for s in args.selectors.split(",") if s]
     rows: list[dict[str, Any]] = []
     header = (
-        f"{'src':<8} {'selector':<8} {'tools':>7} {'build s':>8} {'fresh p50/p99 ms':>17} {'cached q p50/p99':>17}"
+        f"{'src':<8} {'selector':<12} {'tools':>7} {'build s':>8} {'fresh p50/p99 ms':>17} {'cached q p50/p99':>17}"
         f" {'copy p50':>9} {'base MB':>8} {'+index':>7} {'+turns':>7} {'peak MB':>8} {'load':>5}"
     )
     print(header)
     for size in sizes:
-        if "default" in selectors and size <= args.max_embed:
+        if any(s in PRECISIONS for s in selectors) and size <= args.max_embed:
             print(f"embedding the {size:,}-tool catalog into the vector cache (once per cache)...", file=sys.stderr)
             embed_missing(size, args.prepared)
         for selector in selectors:
@@ -443,7 +458,7 @@ def main() -> None:
                 row = {"src": label, **run_child(src, selector, size, args)}
                 rows.append(row)
                 print(
-                    f"{label:<8} {selector:<8} {size:>7,} {row['build_s']:>8.2f}"
+                    f"{label:<8} {selector:<12} {size:>7,} {row['build_s']:>8.2f}"
                     f" {row['fresh_p50_ms']:>8.2f}/{row['fresh_p99_ms']:<8.2f}"
                     f" {row['cached_q_p50_ms']:>8.2f}/{row['cached_q_p99_ms']:<8.2f}"
                     f" {row['fresh_copy_p50_ms']:>9.2f} {row['rss_base_mb']:>8.1f} {row['rss_index_mb']:>7.1f}"

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", type=Path, action="append", default=[])
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON hybrid options")
     p.add_argument("--limit", type=int, default=0, help="at most this many queries per set (0: all)")
+    p.add_argument("--query-precision", default="float32", choices=("float32", "int8"), help="the query path's model")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         sets = [(n, replace(ds, queries=ds.queries[: args.limit])) for n, ds in sets]
     variants = [("default", {}), *(_variant(v) for v in args.variant)]
-    embedder = DefaultEmbedder(model=TOOLS_MODEL_NAME, query_cache_size=100_000)
+    embedder = DefaultEmbedder(model=TOOLS_MODEL_NAME, query_cache_size=100_000, query_precision=args.query_precision)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for vname, options in variants:
         for sname, ds in sets:

@@ -333,8 +333,11 @@ def test_a_failing_model_run_reaches_every_waiting_caller() -> None:
 
 def test_a_model_failure_is_an_embedding_error_on_the_public_path() -> None:
     class _OutOfVocabulary(DefaultEmbedder):
-        def _token_ids(self, text: str) -> np.ndarray:
+        def _token_ids(self, text: str, precision: str = "float32") -> np.ndarray:
             return np.asarray([101, 10**9, 102], dtype=np.int64)
 
     with pytest.raises(EmbeddingError):
         _OutOfVocabulary(query_cache_size=0).embed(["anything"])
+    for texts in (["anything"], ["a whole", "and a part"]):  # the int8 query path, alone and split
+        with pytest.raises(EmbeddingError):
+            _OutOfVocabulary(query_cache_size=0).embed_queries(texts)

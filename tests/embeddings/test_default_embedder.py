@@ -151,14 +151,14 @@ def test_a_querys_texts_never_reach_the_catalogs_store(tmp_path: Path) -> None:
     assert got.shape == (3, DEFAULT_DIM) and got.dtype == np.float32
     plain = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed(texts)
     np.testing.assert_allclose(got, plain, atol=1e-5)
-    assert store.info().vectors == 0 and 3 not in emb._sessions  # nothing stored, no batch session
+    assert store.info().vectors == 0 and (3, "float32") not in emb._sessions  # nothing stored, no batch session
     again = emb.embed_queries([texts[2], "weather in Oslo", texts[0]])  # two from the LRU, one computed
     np.testing.assert_array_equal(again[0], got[2])
     np.testing.assert_array_equal(again[2], got[0])
     np.testing.assert_allclose(again[1], emb.embed(["weather in Oslo"])[0], atol=1e-5)
     assert store.info().vectors == 0
     emb.embed(["a catalog description", "another catalog description"])  # a catalog's batch is stored
-    assert store.info().vectors == 2 and 3 in emb._sessions
+    assert store.info().vectors == 2 and (3, "float32") in emb._sessions
     assert emb.embed_queries([]).shape[0] == 0
     no_lru = DefaultEmbedder(vector_cache=None, query_cache_size=0).embed_queries(texts[1:])
     np.testing.assert_allclose(no_lru, got[1:], atol=1e-5)

@@ -67,6 +67,33 @@ def test_options_reach_the_selector_and_abstention_shows() -> None:
     assert all(0 <= p["min_score"] <= 1.0 + 1e-6 for p in curve)  # normalised BM25 confidences
 
 
+def test_query_precision_reaches_the_embedder(tmp_path: Path) -> None:
+    import os
+
+    from shortlist.embeddings._default import DefaultEmbedder
+    from shortlist.rankers._registry import create_builtin_selector
+
+    args = ["--dataset", str(TINY), "--selector", "hybrid", "--json", "--no-progress"]
+    for precision, cache in (("float32", tmp_path / "float"), ("int8", tmp_path / "int8")):
+        out = subprocess.run(
+            [sys.executable, "-m", "shortlist.cli", "eval", *args, "--query-precision", precision],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, SHORTLIST_CACHE_DIR=str(cache)),
+        )
+        assert out.returncode == 0, out.stderr
+        derived = sorted(p.name for p in (cache / "models").glob("*-query-int8-*.onnx"))
+        assert len(derived) == (precision == "int8"), derived  # the int8 query model made only when asked for
+    rep = json.loads(out.stdout)
+    ranker = create_builtin_selector("hybrid", embedder=DefaultEmbedder(query_precision="int8"))
+    lib = run_eval(ranker, load_dataset(TINY), progress=False)
+    for key in ("recall@1", "recall@5", "ndcg@10", "mrr@10"):
+        assert rep[key] == lib[key], key
+    bad = cli("--dataset", str(TINY), "--query-precision", "fp16")
+    assert bad.returncode == 2 and "invalid choice: 'fp16'" in bad.stderr
+
+
 def test_table_and_compare() -> None:
     out = cli("--dataset", str(TINY), "--compare", "bm25,overlap", "--no-progress")
     assert out.returncode == 0, out.stderr

@@ -58,6 +58,13 @@ def register(sub: Any) -> None:
         help="the embedded model of the embedding and hybrid selectors (default: minilm-tools-int8 for tools; "
         "all-MiniLM-L6-v2-int8 is the model before the fine-tune)",
     )
+    p.add_argument(
+        "--query-precision",
+        choices=("float32", "int8"),
+        default="float32",
+        help="the embedded model's query path: float32 (default) or int8 (a derived copy with int8 activations, "
+        "about twice as fast a query; catalogs stay float32)",
+    )
     p.add_argument("--limit", type=int, help="evaluate only the first N queries")
     p.add_argument(
         "--add-tools",

@@ -32,12 +32,14 @@ _TAKES_EMBEDDER = ("embedding", "hybrid")
 
 
 def with_embedder(name: str, options: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """``options`` plus ``--embedder``'s model for the selectors that embed (the others ignore it)."""
-    if not args.embedder or name not in _TAKES_EMBEDDER:
+    """``options`` plus ``--embedder``'s model and ``--query-precision`` for the selectors that embed (the others
+    ignore them)."""
+    precision = getattr(args, "query_precision", None) or "float32"
+    if (not args.embedder and precision == "float32") or name not in _TAKES_EMBEDDER:
         return options
     from shortlist.embeddings._default import DefaultEmbedder
 
-    return {**options, "embedder": DefaultEmbedder(model=args.embedder)}
+    return {**options, "embedder": DefaultEmbedder(model=args.embedder, query_precision=precision)}
 
 
 def int_list(raw: str, flag: str) -> list[int]:

@@ -57,7 +57,8 @@ from shortlist.embeddings._model_files import (
     import_runtime,
     verify_sha256,
 )
-from shortlist.embeddings._model_graph import ModelGraphRejected, graph_checks, open_session
+from shortlist.embeddings._model_graph import ModelGraphRejected, graph_checks, open_session, session_options
+from shortlist.embeddings._query_model import QUERY_PRECISIONS, QueryModelFallback, query_model
 from shortlist.errors import EmbeddingError, UsageError
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ __all__ = [
     "TOOL_RANKING_MODEL",
     "DefaultEmbedder",
     "ModelGraphRejected",
+    "QueryModelFallback",
     "default_embedder",
     "default_model_files",
     "for_tool_ranking",
@@ -113,6 +115,11 @@ class DefaultEmbedder(Embedder):
             fine-tuned ``minilm-tools-int8``; it is also the ``model_name`` caches are keyed by.
             Unset: all-MiniLM-L6-v2, except in tool and skill rankers, which use the fine-tuned
             model (:func:`for_tool_ranking`); set it to use one model everywhere.
+        query_precision: the query path's model (:meth:`embed_queries`): ``float32``, the model itself,
+            or ``int8``, a copy with int8 activations derived once per machine
+            (:mod:`shortlist.embeddings._query_model`): about twice as fast a query on one core, vectors at
+            cosine 0.993 to the float ones, rankings a few thousandths of nDCG apart. Catalogs, documents
+            and memories are always embedded on the float model.
     """
 
     model_name = DEFAULT_MODEL_NAME
@@ -134,6 +141,7 @@ class DefaultEmbedder(Embedder):
         vector_cache: VectorStore | str | os.PathLike[str] | None = "default",
         optimized_model_cache: bool = True,
         model: str | None = None,
+        query_precision: str = "float32",
     ) -> None:
         #: whether the caller named the model (``False``: the role's default, see :func:`for_tool_ranking`)
         self.model_chosen = model is not None or model_path is not None
@@ -149,6 +157,9 @@ class DefaultEmbedder(Embedder):
             raise UsageError("batch_size must be >= 1 and max_length >= 8")
         if query_batch_size < 1 or (query_concurrency is not None and query_concurrency < 1):
             raise UsageError("query_batch_size and query_concurrency must be >= 1")
+        if query_precision not in QUERY_PRECISIONS:
+            raise UsageError(f"query_precision must be one of {', '.join(QUERY_PRECISIONS)}, not {query_precision!r}")
+        self.query_precision = query_precision
         self.intra_op_num_threads = intra_op_num_threads
         self.batch_threads = batch_threads or min(4, os.cpu_count() or 1)
         self.batch_size = batch_size
@@ -167,8 +178,8 @@ class DefaultEmbedder(Embedder):
         self._identity: str | None = None
         self._lock = threading.Lock()
         self._tokenizer: Any = None
-        self._sessions: dict[int, Any] = {}
-        self._cache: OrderedDict[str, _F32Row] = OrderedDict()
+        self._sessions: dict[tuple[int, str], Any] = {}
+        self._cache: OrderedDict[tuple[str, str], _F32Row] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._siblings: dict[str, DefaultEmbedder] = {}
         self._coalescer: Coalescer[_IdRow, _F32Row] | None = None
@@ -180,6 +191,13 @@ class DefaultEmbedder(Embedder):
                 compatible=_similar_length,
                 name=f"{DEFAULT_MODEL_NAME} queries",
             )
+        # the int8 query path: at most query_concurrency runs in flight, the rest queue; each text runs alone
+        self._int8_coalescer: Coalescer[_IdRow, _F32Row] = Coalescer(
+            self._run_alone,
+            max_batch=query_batch_size,
+            max_running=self.query_concurrency,
+            name=f"{DEFAULT_MODEL_NAME} int8 queries",
+        )
 
     def with_model(self, model: str) -> DefaultEmbedder:
         """This embedder's settings with another embedded model (one instance per model, kept here).
@@ -205,6 +223,7 @@ class DefaultEmbedder(Embedder):
                     tokenizer_sha256=self._tokenizer_sha,
                     vector_cache=self._vector_cache,
                     optimized_model_cache=self.optimized_model_cache,
+                    query_precision=self.query_precision,
                 )
             return sibling
 
@@ -247,11 +266,14 @@ class DefaultEmbedder(Embedder):
     def load(self) -> None:
         """Load the tokenizer and the query session now (otherwise done on first use).
 
+        The int8 query model is derived here the first time on a machine (about 2 s; kept in the
+        cache directory).
+
         Raises:
             MissingDependencyError: a package carrying the model files is missing.
             EmbeddingError: a file is missing, fails its sha256 check or cannot be loaded.
         """
-        self._session(self.intra_op_num_threads)
+        self._session(self.intra_op_num_threads, self.query_precision)
 
     def _paths(self) -> tuple[Path, Path]:
         if self._model_path is not None and self._tokenizer_path is not None:
@@ -259,12 +281,14 @@ class DefaultEmbedder(Embedder):
         model, tokenizer = default_model_files(self.model_name)
         return self._model_path or model, self._tokenizer_path or tokenizer
 
-    def _session(self, threads: int) -> Any:
-        session = self._sessions.get(threads)
+    def _session(self, threads: int, precision: str = "float32") -> Any:
+        """The session on ``threads`` threads of the float model or of the int8 query model (:mod:`._query_model`)."""
+        key = (threads, precision)
+        session = self._sessions.get(key)
         if session is not None:
             return session
         with self._lock:
-            session = self._sessions.get(threads)
+            session = self._sessions.get(key)
             if session is not None:
                 return session
             report("loading the embedding model", 0, None)
@@ -285,13 +309,37 @@ class DefaultEmbedder(Embedder):
                     tok.enable_truncation(self.max_length)
                     tok.enable_padding(pad_id=0, pad_token="[PAD]")
                     self._tokenizer = tok
-                session = self._open_session(ort, model_path, threads)
+                session = None
+                if precision == "int8":
+                    session = self._open_query_session(ort, model_path, threads)
+                if session is None:
+                    session = self._sessions.get((threads, "float32"))
+                if session is None:
+                    session = self._open_session(ort, model_path, threads)
             except Exception as exc:
                 raise EmbeddingError(f"default embedder: cannot load {model_path}: {exc}") from exc
             finally:
                 report("loading the embedding model", -1, None)
-            self._sessions[threads] = session
+            self._sessions[key] = session
             return session
+
+    def _open_query_session(self, ort: Any, model_path: Path, threads: int) -> Any:
+        """A session of the int8 query model (None: it could not be derived, an event says why)."""
+        from shortlist.embeddings._cache import cache_dir
+
+        directory = cache_dir() if self.optimized_model_cache else None
+        derived = query_model(
+            ort,
+            model_path,
+            self._source_sha256(),
+            directory / "models" if directory is not None else None,
+            lambda: verify_sha256(model_path, self._model_sha),
+            model_name=self.model_name,
+        )
+        if derived is None:
+            return None
+        source = derived if isinstance(derived, bytes) else str(derived)
+        return ort.InferenceSession(source, session_options(ort, threads), providers=["CPUExecutionProvider"])
 
     def _open_session(self, ort: Any, model_path: Path, threads: int) -> Any:
         """An inference session; through the optimised graph kept in the cache directory when allowed."""
@@ -338,9 +386,9 @@ class DefaultEmbedder(Embedder):
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return unit_rows(np.asarray(pooled, dtype=np.float32))
 
-    def _token_ids(self, text: str) -> _IdRow:
-        """The token ids of one text (unpadded, truncated to ``max_length``)."""
-        self._session(self.intra_op_num_threads)  # loads the tokenizer too
+    def _token_ids(self, text: str, precision: str = "float32") -> _IdRow:
+        """The token ids of one text (unpadded, truncated to ``max_length``) for the ``precision`` query session."""
+        self._session(self.intra_op_num_threads, precision)  # loads the tokenizer too
         ids: _IdRow = np.asarray(self._tokenizer.encode(text).ids, dtype=np.int64)
         return ids
 
@@ -383,9 +431,25 @@ class DefaultEmbedder(Embedder):
         was a write, a PostgreSQL round trip on a shared cache), and they never load the batch
         session (its threads, and about 90 MB of a replica that reads its catalog's vectors from a
         shared cache).
+
+        With ``query_precision="int8"`` they run on the int8 query model
+        (:mod:`shortlist.embeddings._query_model`), each text alone: its activations are quantised
+        with scales taken over the whole input, so a text is never padded nor run beside another, and
+        its vector is the same whatever else is embedded at the same time.
         """
-        if len(texts) <= 1:
+        if len(texts) <= 1 and self.query_precision == "float32":
             return self.embed(texts)
+        try:
+            if self.query_precision == "int8":
+                return self._embed_queries_int8(texts)
+            return self._embed_queries_float(texts)
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"{self.model_name}: embedding failed: {exc}") from exc
+
+    def _embed_queries_float(self, texts: Sequence[str]) -> Vectors:
+        """Embed a query's texts on the float model's query session, similar token counts in one run."""
         out = np.empty((len(texts), DEFAULT_DIM), dtype=np.float32)
         todo: list[tuple[int, _IdRow]] = []
         for i, text in enumerate(texts):
@@ -405,22 +469,40 @@ class DefaultEmbedder(Embedder):
                 out[i] = vec
         return out
 
-    def _cached(self, text: str) -> _F32Row | None:
+    def _embed_queries_int8(self, texts: Sequence[str]) -> Vectors:
+        """Embed a query's texts on the int8 query model, each alone (a single one through the coalescer)."""
+        out = np.empty((len(texts), DEFAULT_DIM), dtype=np.float32)
+        for i, text in enumerate(texts):
+            hit = self._cached(text, "int8")
+            if hit is None:
+                ids = self._token_ids(text, "int8")
+                hit = self._int8_coalescer.submit(ids) if len(texts) == 1 else self._run_alone([ids])[0]
+                hit.setflags(write=False)
+                self._remember(text, hit, "int8")
+            out[i] = hit
+        return out
+
+    def _run_alone(self, rows: Sequence[_IdRow]) -> list[_F32Row]:
+        """Embed token-id rows on the int8 query session, one run each (no padding, no batch-mates)."""
+        session = self._session(self.intra_op_num_threads, "int8")
+        return [self._infer(session, row[None, :], np.ones((1, len(row)), dtype=np.int64))[0].copy() for row in rows]
+
+    def _cached(self, text: str, precision: str = "float32") -> _F32Row | None:
         """``text``'s vector from the LRU of recent queries (None: not there, or the LRU is off)."""
         if self.query_cache_size <= 0:
             return None
         with self._cache_lock:
-            hit = self._cache.get(text)
+            hit = self._cache.get((precision, text))
             if hit is not None:
-                self._cache.move_to_end(text)
+                self._cache.move_to_end((precision, text))
             return hit
 
-    def _remember(self, text: str, vec: _F32Row) -> None:
+    def _remember(self, text: str, vec: _F32Row, precision: str = "float32") -> None:
         """Keep ``vec`` as ``text``'s in the LRU of recent queries (the oldest leaves when full)."""
         if self.query_cache_size <= 0:
             return
         with self._cache_lock:
-            self._cache[text] = vec
+            self._cache[(precision, text)] = vec
             while len(self._cache) > self.query_cache_size:
                 self._cache.popitem(last=False)
 

@@ -19,7 +19,7 @@ OPENAI_COMPATIBLE_DEFAULTS: dict[str, tuple[str, str | None]] = {
 }
 
 _DEFAULT_OPTIONS = frozenset(
-    {"intra_op_num_threads", "batch_threads", "max_length", "query_cache_size", "vector_cache"}
+    {"intra_op_num_threads", "batch_threads", "max_length", "query_cache_size", "query_precision", "vector_cache"}
 )
 _OPENAI_OPTIONS = frozenset({"max_retries", "backoff_s", "dimensions", "headers"})
 
@@ -73,7 +73,12 @@ def _build(cfg: EmbeddingProviderConfig, extra: dict[str, Any], where: str) -> E
             extra["model"] = cfg.model
         elif cfg.model == "all-MiniLM-L6-v2":
             extra["model"] = DEFAULT_MODEL_NAME
-        return DefaultEmbedder(batch_size=cfg.batch_size, **extra)
+        try:
+            return DefaultEmbedder(batch_size=cfg.batch_size, **extra)
+        except UsageError as exc:
+            if type(exc) is not UsageError:
+                raise  # a ConfigError already says where
+            raise ConfigError(str(exc), path=where) from exc
     defaults = OPENAI_COMPATIBLE_DEFAULTS.get(cfg.type)
     if defaults is None:
         raise ConfigError(

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from shortlist._events import Event, emit
 from shortlist.embeddings._model_files import file_sha256
 
-__all__ = ["ModelGraphRejected", "graph_checks", "open_session"]
+__all__ = ["ModelGraphRejected", "graph_checks", "open_session", "session_options", "write_record"]
 
 logger = logging.getLogger("shortlist.embeddings")
 
@@ -120,6 +120,18 @@ def graph_checks(graph: Path, source_sha256: str) -> bool:
     return True
 
 
+def session_options(ort: Any, threads: int, level: Any = None) -> Any:
+    """ONNX Runtime options for a session on ``threads`` threads (sequential, quiet) at optimisation ``level``
+    (None: every optimisation)."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL if level is None else level
+    return opts
+
+
 def open_session(
     ort: Any,
     model_path: Path,
@@ -133,13 +145,7 @@ def open_session(
     ``verify_model``: checks the model file before it is loaded in place of a graph that failed."""
 
     def options(level: Any) -> Any:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.log_severity_level = 3
-        opts.graph_optimization_level = level
-        return opts
+        return session_options(ort, threads, level)
 
     full = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if optimized is None:

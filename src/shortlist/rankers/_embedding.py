@@ -302,7 +302,7 @@ class EmbeddingRanker(Ranker):
         Raises:
             EmbeddingError: the provider failed or returned no vector.
         """
-        vecs = self.embedder.embed([text])
+        vecs = self.embedder.embed_queries([text])
         if vecs.shape[0] != 1 or vecs.shape[1] == 0:
             raise EmbeddingError(f"{self.name}: the provider returned no vector for the query")
         return np.ascontiguousarray(vecs[0], dtype=np.float32)

@@ -1,0 +1,166 @@
+"""The int8 query model: the float model with int8 activations, derived once per machine for the query path.
+
+A query is one text, embedded while a user waits; a catalog is thousands, embedded once. With
+``DefaultEmbedder(query_precision="int8")`` the query path
+(:meth:`~shortlist.embeddings._default.DefaultEmbedder.embed_queries`) runs a copy of the model
+whose matrix products take int8 activations (ONNX Runtime's dynamic quantisation,
+``MatMulInteger``): about twice as fast on one core (a 60-token message 3.7 instead of 8.4 ms),
+vectors at cosine 0.993 (mean; 0.984 at worst) to the float model's. Catalogs keep the float
+model, so their vectors, the vector cache and a shared PostgreSQL cache are unchanged. It is not
+the default: its rankings are a few thousandths of nDCG and about 1-2% of the conversation cost
+from the float model's, mostly worse (``docs/evaluation.md``, "The int8 query model").
+
+The copy is derived from the verified model file: its ``Cast``/``Mul`` dequantisation folded into
+float weights by ONNX Runtime's basic optimisation, then ``quantize_dynamic`` with 8-bit weights
+per output column, kept to 7 bits (``reduce_range``) so that no product saturates on AVX2 machines
+without VNNI. The result is the same bytes for the same model file and versions; it is kept in the
+cache directory (``models/``, about 23 MB) with a record as the optimised graph is
+(:mod:`shortlist.embeddings._model_graph`), and made again (about 2 s) where there is none.
+
+Deriving needs the ``onnx`` package (a core dependency). When it cannot be done (``onnx`` missing,
+a refused graph), :func:`query_model` emits :class:`QueryModelFallback` and the query path runs the
+float model: slower, never broken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from shortlist._events import Event, emit
+from shortlist.embeddings._model_files import file_sha256
+from shortlist.embeddings._model_graph import graph_checks, session_options, write_record
+
+__all__ = ["QUERY_PRECISIONS", "QueryModelFallback", "query_model"]
+
+#: The query path's precisions: ``float32`` (the model itself, the default) or ``int8`` (the derived model).
+QUERY_PRECISIONS = ("float32", "int8")
+
+logger = logging.getLogger("shortlist.embeddings")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryModelFallback(Event):
+    """The int8 query model could not be derived; queries run on the float model (slower, same ranking).
+
+    ``reason``: ``missing_dependency`` (the ``onnx`` package is not installed) or ``derive_failed``
+    (quantising the model failed: ``error`` says why). Emitted once per embedder and model.
+    """
+
+    name: ClassVar[str] = "embeddings.query_model_fallback"
+    area: ClassVar[str] = "embeddings"
+    level: int = logging.WARNING
+    model: str = ""
+    reason: str = ""
+    error: str = ""
+
+
+class _QuietQuantizer(logging.Filter):
+    """Drops the quantiser's advice to pre-process the model (logged on the root logger at every call)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname or "quantization" not in record.pathname
+
+
+def _derive(ort: Any, model_path: Path, out: Path) -> None:
+    """Write the int8 query model of the ONNX file ``model_path`` to ``out``.
+
+    Raises:
+        ImportError: ``onnx`` (which ONNX Runtime's quantiser needs) is not installed.
+        Exception: ONNX Runtime refused the model or the quantiser failed.
+    """
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    work = Path(tempfile.mkdtemp(prefix="shortlist-query-model-", dir=out.parent))
+    try:
+        folded = work / "float.onnx"
+        opts = session_options(ort, 1, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        opts.optimized_model_filepath = str(folded)
+        # the basic level folds the weights' dequantisation into float constants, which the quantiser needs
+        ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        quiet = _QuietQuantizer()
+        root = logging.getLogger()
+        root.addFilter(quiet)
+        try:
+            quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+        finally:
+            root.removeFilter(quiet)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep(made: Path, kept: Path, source_sha256: str, ort_version: str, onnx_version: str) -> bool:
+    """Put the derived model ``made`` at ``kept`` with its record (False: the cache directory refused it)."""
+    tmp = kept.with_name(f".{kept.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        shutil.copyfile(made, tmp)
+        entry = {
+            "sha256": file_sha256(tmp),
+            "source_sha256": source_sha256,
+            "onnxruntime": ort_version,
+            "onnx": onnx_version,
+        }
+        # its record first, then the file, each atomically: the file is never seen without one
+        write_record(kept, entry)
+        os.replace(tmp, kept)
+        return True
+    except OSError as exc:  # a read-only or full cache directory: the caller loads the bytes
+        logger.debug("default embedder: cannot keep the int8 query model in %s: %s", kept, exc)
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def query_model(
+    ort: Any,
+    model_path: Path,
+    source_sha256: str,
+    directory: Path | None,
+    verify_model: Callable[[], None],
+    *,
+    model_name: str,
+) -> Path | bytes | None:
+    """The int8 query model of ``model_path``: a file kept in ``directory`` or, without one, its bytes.
+
+    ``source_sha256`` is the model file's sha256 (the kept file's record; a file derived from
+    another model is rejected and made again); ``verify_model`` checks the model file before it is
+    quantised. None when it cannot be derived (a :class:`QueryModelFallback` event says why): the
+    caller runs the float model.
+    """
+    # the quantiser is ONNX Runtime's: its version names the file (a kept file loads without onnx installed)
+    kept = directory / f"minilm-{source_sha256[:16]}-query-int8-ort{ort.__version__}.onnx" if directory else None
+    if kept is not None and graph_checks(kept, source_sha256):
+        return kept
+    try:
+        import onnx
+    except ImportError as exc:
+        emit(QueryModelFallback(model=model_name, reason="missing_dependency", error=str(exc)))
+        return None
+    try:
+        verify_model()
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                kept.parent.mkdir(parents=True, exist_ok=True)
+        parent = kept.parent if kept is not None and kept.parent.is_dir() else None
+        scratch = Path(tempfile.mkdtemp(prefix="shortlist-query-model-", dir=parent))
+        try:
+            made = scratch / "query-int8.onnx"
+            _derive(ort, model_path, made)
+            if kept is not None and _keep(made, kept, source_sha256, ort.__version__, onnx.__version__):
+                return kept
+            return made.read_bytes()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except Exception as exc:  # any failure here only costs speed: the float model answers
+        logger.debug("default embedder: cannot derive the int8 query model of %s: %s", model_path, exc)
+        emit(QueryModelFallback(model=model_name, reason="derive_failed", error=f"{type(exc).__name__}: {exc}"))
+        return None
