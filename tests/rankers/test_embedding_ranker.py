@@ -201,3 +201,16 @@ def test_options_from_yaml_are_plain_values() -> None:
     assert EmbeddingRanker(abstention={"min_score": 0.2}).abstention == Abstention(min_score=0.2)
     with pytest.raises(ValueError):
         EmbeddingRanker(example_weight=2.0)
+
+
+@pytest.mark.parametrize(("rows", "texts"), [(1000, 3), (1000, 1), (1000, 0), (0, 2), (7, 5)])
+def test_matvecs_is_matvec_per_vector_bit_for_bit(rows: int, texts: int) -> None:
+    from shortlist.rankers._embedding import matvec, matvecs
+
+    rng = np.random.default_rng(rows + texts)
+    matrix = rng.standard_normal((rows, 384)).astype(np.float32)
+    vectors = rng.standard_normal((texts, 384)).astype(np.float32)
+    got = matvecs(matrix, vectors)
+    assert got.shape == (texts, rows) and got.dtype == np.float32 and got.flags.c_contiguous
+    for j in range(texts):
+        np.testing.assert_array_equal(got[j], matvec(matrix, vectors[j]))  # the same bits, not just close

@@ -62,7 +62,7 @@ from shortlist.errors import UsageError
 from shortlist.rankers._adapter import QueryAdapter
 from shortlist.rankers._base import Abstention, Ranker, Scores
 from shortlist.rankers._confidence import AnchorConfidence, ConfidenceKind
-from shortlist.rankers._embedding import EmbeddingRanker, make_abstention, matvec
+from shortlist.rankers._embedding import EmbeddingRanker, make_abstention, matvec, matvecs
 from shortlist.rankers._fusion import Fusion, cover, fuse, fusion_weights, rank_named_first
 from shortlist.rankers._scale import (
     DuplicatesDemoted,
@@ -305,12 +305,15 @@ class HybridRanker(Ranker):
         names = structure.name_vectors if structure is not None else None
         parts: list[Scores] = []
         conf = np.zeros(0, dtype=np.float64)
+        # every text's cosines in one pass over the catalog (bit for bit the products text by text)
+        descs = matvecs(cat.desc, described) if adapted is None else adapted
+        name_sims = matvecs(names, described) if names is not None else None
         for i, text in enumerate(texts):
-            desc = matvec(cat.desc, described[i]) if adapted is None else adapted[i]
-            if names is not None:
+            desc = descs[i]
+            if name_sims is not None:
                 # A tool is also matched by its name alone, so a two-word tool is not buried by
                 # long descriptions that share words with the query.
-                desc = np.maximum(desc, np.float32(self.name_vector) * matvec(names, described[i]))
+                desc = np.maximum(desc, np.float32(self.name_vector) * name_sims[i])
             dense = self.dense.score_vector(plain[i], cat, desc=desc)
             lexical = np.asarray(self.bm25.score(Query(text), candidates), dtype=np.float64)
             parts.append(self.fuse(lexical, dense))
