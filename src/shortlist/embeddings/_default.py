@@ -58,7 +58,12 @@ from shortlist.embeddings._model_files import (
     verify_sha256,
 )
 from shortlist.embeddings._model_graph import ModelGraphRejected, graph_checks, open_session, session_options
-from shortlist.embeddings._query_model import QUERY_PRECISIONS, QueryModelFallback, query_model
+from shortlist.embeddings._query_model import (
+    QUERY_PRECISIONS,
+    QUERY_SESSION_DISABLED_OPTIMIZERS,
+    QueryModelFallback,
+    query_model,
+)
 from shortlist.errors import EmbeddingError, UsageError
 
 if TYPE_CHECKING:
@@ -339,7 +344,12 @@ class DefaultEmbedder(Embedder):
         if derived is None:
             return None
         source = derived if isinstance(derived, bytes) else str(derived)
-        return ort.InferenceSession(source, session_options(ort, threads), providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(
+            source,
+            session_options(ort, threads),
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=list(QUERY_SESSION_DISABLED_OPTIMIZERS),
+        )
 
     def _open_session(self, ort: Any, model_path: Path, threads: int) -> Any:
         """An inference session; through the optimised graph kept in the cache directory when allowed."""

@@ -4,9 +4,10 @@ A query is one text, embedded while a user waits; a catalog is thousands, embedd
 ``DefaultEmbedder(query_precision="int8")`` the query path
 (:meth:`~shortlist.embeddings._default.DefaultEmbedder.embed_queries`) runs a copy of the model
 whose matrix products take int8 activations (ONNX Runtime's dynamic quantisation,
-``MatMulInteger``): about twice as fast on one core (a 60-token message 3.7 instead of 8.4 ms),
-vectors at cosine 0.993 (mean; 0.984 at worst) to the float model's. Catalogs keep the float
-model, so their vectors, the vector cache and a shared PostgreSQL cache are unchanged. It is not
+``MatMulInteger``): about twice as fast on one core (a turn at 10,000 tools 3.1-3.3 / 9.1-9.7 ms
+p50 / p99 instead of 6.5-7.4 / 22-23), vectors at cosine 0.993 (mean; 0.984 at worst) to the float
+model's. Catalogs keep the float model, so their vectors, the vector cache and a shared PostgreSQL
+cache are unchanged. It is not
 the default: its rankings are a few thousandths of nDCG and about 1-2% of the conversation cost
 from the float model's, mostly worse (``docs/evaluation.md``, "The int8 query model").
 
@@ -39,10 +40,15 @@ from shortlist._events import Event, emit
 from shortlist.embeddings._model_files import file_sha256
 from shortlist.embeddings._model_graph import graph_checks, session_options, write_record
 
-__all__ = ["QUERY_PRECISIONS", "QueryModelFallback", "query_model"]
+__all__ = ["QUERY_PRECISIONS", "QUERY_SESSION_DISABLED_OPTIMIZERS", "QueryModelFallback", "query_model"]
 
 #: The query path's precisions: ``float32`` (the model itself, the default) or ``int8`` (the derived model).
 QUERY_PRECISIONS = ("float32", "int8")
+
+#: ONNX Runtime fusions left out of the int8 model's session: its fused SkipLayerNormalization runs about
+#: 170 us a layer on an 82-token query (the float graph's LayerNormalization 20 us), so without them a query
+#: costs 15-18% less (5.2 -> 4.3 ms at 82 tokens), its vectors as close to the float model's (cosine 0.993).
+QUERY_SESSION_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion", "GeluFusion", "BiasGeluFusion")
 
 logger = logging.getLogger("shortlist.embeddings")
 
