@@ -198,3 +198,17 @@ def test_the_query_model_is_derived_once_kept_with_its_record_and_checked(
     monkeypatch.setenv(ENV_CACHE_DIR, str(other))
     np.testing.assert_array_equal(_fresh(optimized_model_cache=False).embed_queries(QUERIES), first)
     assert not other.exists() or not _int8_files(other)
+
+
+def test_a_rankers_warm_up_loads_the_query_path() -> None:
+    # The first turn under a deadline pays only for its query: the query session (and, once per machine,
+    # the int8 model's derivation) is start-up, done by warm() with the catalog's vectors.
+    from shortlist._types import Candidate
+    from shortlist.rankers import HybridRanker
+
+    tools = [Candidate(t.split(":")[0], t.split(":")[0], t.split(": ")[1]) for t in TOOLS]
+    for precision in ("int8", "float32"):
+        emb = _fresh(query_precision=precision)
+        assert not emb._sessions
+        HybridRanker(embedder=emb).warm(tools)
+        assert (emb.intra_op_num_threads, precision) in emb._sessions

@@ -70,6 +70,14 @@ class Embedder(ABC):
         """
         return self.embed(texts)
 
+    def load(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Make the query path ready now (a model loaded, a session opened), so the first query does not pay
+        for it; a ranker's warm-up calls it. Nothing to do by default.
+
+        Raises:
+            EmbeddingError: what the query path needs cannot be loaded.
+        """
+
     async def aembed(self, texts: Sequence[str]) -> Vectors:
         """Async twin of :meth:`embed` (runs it in a worker thread by default)."""
         return await asyncio.to_thread(self.embed, texts)

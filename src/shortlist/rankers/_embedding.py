@@ -398,7 +398,9 @@ class EmbeddingRanker(Ranker):
         return self._catalog(candidates)
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
-        """Embed ``candidates`` (and their examples) ahead of the first query; return the seconds spent."""
+        """Embed ``candidates`` (and their examples) and load the embedder's query path ahead of the first
+        query; return the seconds spent."""
         start = time.perf_counter()
         self._catalog(candidates)
+        self.embedder.load()  # the query session (and, once per machine, the int8 query model)
         return time.perf_counter() - start
