@@ -83,6 +83,7 @@ def test_query_precision_reaches_the_embedder(tmp_path: Path) -> None:
             env=dict(os.environ, SHORTLIST_CACHE_DIR=str(cache)),
         )
         assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout).get("query_precision") == (None if precision == "float32" else "int8")
         derived = sorted(p.name for p in (cache / "models").glob("*-query-int8-*.onnx"))
         assert len(derived) == (precision == "int8"), derived  # the int8 query model made only when asked for
     rep = json.loads(out.stdout)

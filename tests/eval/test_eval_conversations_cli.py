@@ -185,3 +185,13 @@ def test_learn_examples_is_recorded_and_refused_on_a_tool_retrieval_set() -> Non
     out = cli("--dataset", str(tiny), "--selector", "bm25", "--learn-examples", "--no-progress")
     assert out.returncode == 2 and "--learn-examples is for conversation datasets" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_query_precision_is_recorded() -> None:
+    out = cli(
+        "--dataset", str(CONV), "--strategies", "deferred", "--query-precision", "int8", "--json", "--no-progress"
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["query_precision"] == "int8"
+    out = cli("--dataset", str(CONV), "--strategies", "deferred", "--json", "--no-progress")
+    assert "query_precision" not in json.loads(out.stdout)  # the default float model: the report as before

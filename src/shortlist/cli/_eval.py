@@ -302,6 +302,8 @@ def _run(args: argparse.Namespace) -> int:
         out: dict[str, Any] = reports[names[0]] if len(names) == 1 else {"compare": reports}
         if added:
             out["added_tools"] = added
+        if args.query_precision != "float32":  # what the figures were measured with
+            out["query_precision"] = args.query_precision
         if args.misses:
             out["misses"] = [m.to_json() for ms in misses.values() for m in ms[: args.misses]]
         write_json(out)

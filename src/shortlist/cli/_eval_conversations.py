@@ -124,6 +124,8 @@ def run_conversations(
         selector.close()
     if added:
         report["added_tools"] = [a.to_json() for a in added]
+    if args.query_precision != "float32":  # what the figures were measured with
+        report["query_precision"] = args.query_precision
     if args.report:
         write_report(args, conversation=report)
     if args.json:
