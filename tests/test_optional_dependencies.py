@@ -21,6 +21,12 @@ CASES = [
     ),
     ("qdrant_client", "import shortlist.retrieval._backends.qdrant", "qdrant"),
     ("mcp", "from shortlist.mcp._client import require_mcp; require_mcp()", "mcp"),
+    (
+        "onnx",
+        "from shortlist.embeddings import DefaultEmbedder; "
+        "DefaultEmbedder(query_precision='int8', optimized_model_cache=False).load()",
+        "int8",
+    ),
 ]
 
 

@@ -128,16 +128,17 @@ def _fallback_events(seen: list[Event]) -> list[QueryModelFallback]:
     return [e for e in seen if isinstance(e, QueryModelFallback)]
 
 
-def test_without_onnx_queries_run_on_the_float_model_with_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_onnx_int8_is_an_error_naming_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shortlist._install import pip_install
+    from shortlist.errors import MissingDependencyError
+
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
-    seen: list[Event] = []
-    with event_hooks(seen.append):  # no cache directory for derived files: nothing kept to load
-        got = _fresh(optimized_model_cache=False).embed_queries(QUERIES[:2])
-    events = _fallback_events(seen)
-    assert [(e.reason, e.model) for e in events] == [("missing_dependency", TOOLS_MODEL_NAME)]
-    assert "onnx" in events[0].error
-    floats = _fresh(query_precision="float32", optimized_model_cache=False).embed_queries(QUERIES[:1])
-    np.testing.assert_array_equal(got[:1], floats)
+    for call in (lambda e: e.load(), lambda e: e.embed_queries(QUERIES[:2]), lambda e: e.embed_queries(QUERIES[:1])):
+        with pytest.raises(MissingDependencyError) as caught:  # no cache directory: nothing kept to load
+            call(_fresh(optimized_model_cache=False))
+        assert pip_install("int8") in str(caught.value) and "query_precision float32" in str(caught.value)
+    floats = _fresh(query_precision="float32", optimized_model_cache=False)
+    assert floats.embed_queries(QUERIES[:1]).shape == (1, 384)  # the float model needs no onnx
 
 
 def test_a_kept_query_model_loads_without_onnx(monkeypatch: pytest.MonkeyPatch) -> None:

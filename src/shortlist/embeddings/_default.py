@@ -64,7 +64,7 @@ from shortlist.embeddings._query_model import (
     QueryModelFallback,
     query_model,
 )
-from shortlist.errors import EmbeddingError, UsageError
+from shortlist.errors import EmbeddingError, MissingDependencyError, UsageError
 
 if TYPE_CHECKING:
     from shortlist.embeddings._cache import VectorStore
@@ -275,7 +275,8 @@ class DefaultEmbedder(Embedder):
         cache directory).
 
         Raises:
-            MissingDependencyError: a package carrying the model files is missing.
+            MissingDependencyError: a package carrying the model files is missing, or (``query_precision``
+                ``int8``, no derived model kept yet) the ``onnx`` package the quantiser needs.
             EmbeddingError: a file is missing, fails its sha256 check or cannot be loaded.
         """
         self._session(self.intra_op_num_threads, self.query_precision)
@@ -321,6 +322,8 @@ class DefaultEmbedder(Embedder):
                     session = self._sessions.get((threads, "float32"))
                 if session is None:
                     session = self._open_session(ort, model_path, threads)
+            except MissingDependencyError:
+                raise  # it names the extra to install
             except Exception as exc:
                 raise EmbeddingError(f"default embedder: cannot load {model_path}: {exc}") from exc
             finally:
@@ -453,7 +456,7 @@ class DefaultEmbedder(Embedder):
             if self.query_precision == "int8":
                 return self._embed_queries_int8(texts)
             return self._embed_queries_float(texts)
-        except EmbeddingError:
+        except (EmbeddingError, MissingDependencyError):
             raise
         except Exception as exc:
             raise EmbeddingError(f"{self.model_name}: embedding failed: {exc}") from exc

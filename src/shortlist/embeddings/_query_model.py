@@ -18,8 +18,10 @@ without VNNI. The result is the same bytes for the same model file and versions;
 cache directory (``models/``, about 23 MB) with a record as the optimised graph is
 (:mod:`shortlist.embeddings._model_graph`), and made again (about 2 s) where there is none.
 
-Deriving needs the ``onnx`` package (a core dependency). When it cannot be done (``onnx`` missing,
-a refused graph), :func:`query_model` emits :class:`QueryModelFallback` and the query path runs the
+Deriving needs the ``onnx`` package (the ``int8`` extra): without it, and with no derived model kept,
+:func:`query_model` raises :class:`~shortlist.errors.MissingDependencyError` naming the extra (a
+deployment that asked for int8 learns it at start-up, from the warm-up). When deriving fails otherwise
+(the quantiser refuses the graph), it emits :class:`QueryModelFallback` and the query path runs the
 float model: slower, never broken.
 """
 
@@ -39,6 +41,7 @@ from typing import Any, ClassVar
 from shortlist._events import Event, emit
 from shortlist.embeddings._model_files import file_sha256
 from shortlist.embeddings._model_graph import graph_checks, session_options, write_record
+from shortlist.errors import MissingDependencyError
 
 __all__ = ["QUERY_PRECISIONS", "QUERY_SESSION_DISABLED_OPTIMIZERS", "QueryModelFallback", "query_model"]
 
@@ -55,10 +58,10 @@ logger = logging.getLogger("shortlist.embeddings")
 
 @dataclass(frozen=True, kw_only=True)
 class QueryModelFallback(Event):
-    """The int8 query model could not be derived; queries run on the float model (slower, same ranking).
+    """The int8 query model could not be derived; queries run on the float model (slower, the float ranking).
 
-    ``reason``: ``missing_dependency`` (the ``onnx`` package is not installed) or ``derive_failed``
-    (quantising the model failed: ``error`` says why). Emitted once per embedder and model.
+    ``reason``: ``derive_failed`` (quantising the model failed: ``error`` says why). Emitted once per
+    embedder and model.
     """
 
     name: ClassVar[str] = "embeddings.query_model_fallback"
@@ -141,6 +144,9 @@ def query_model(
     another model is rejected and made again); ``verify_model`` checks the model file before it is
     quantised. None when it cannot be derived (a :class:`QueryModelFallback` event says why): the
     caller runs the float model.
+
+    Raises:
+        MissingDependencyError: ``onnx`` is not installed and no derived model is kept.
     """
     # the quantiser is ONNX Runtime's: its version names the file (a kept file loads without onnx installed)
     kept = directory / f"minilm-{source_sha256[:16]}-query-int8-ort{ort.__version__}.onnx" if directory else None
@@ -149,8 +155,12 @@ def query_model(
     try:
         import onnx
     except ImportError as exc:
-        emit(QueryModelFallback(model=model_name, reason="missing_dependency", error=str(exc)))
-        return None
+        from shortlist._install import pip_install
+
+        raise MissingDependencyError(
+            f"query_precision int8 derives its model with the onnx package ({exc}); {pip_install('int8')}, "
+            "or use query_precision float32"
+        ) from exc
     try:
         verify_model()
         if kept is not None:
