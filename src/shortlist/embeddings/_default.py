@@ -300,7 +300,7 @@ class DefaultEmbedder(Embedder):
             report("loading the embedding model", 0, None)
             ort, tokenizer_cls = import_runtime()
             model_path, tokenizer_path = self._paths()
-            optimized = self._optimized_path(ort) if self.optimized_model_cache else None
+            optimized = self._optimized_path(ort)
             graph_ok = optimized is not None and graph_checks(optimized, self._source_sha256())
             if not graph_ok or self._model_path is not None or not model_path.is_file():
                 # the graph is made, or the model loaded, from this file; a graph that checks was derived
@@ -333,14 +333,11 @@ class DefaultEmbedder(Embedder):
 
     def _open_query_session(self, ort: Any, model_path: Path, threads: int) -> Any:
         """A session of the int8 query model (None: it could not be derived, an event says why)."""
-        from shortlist.embeddings._cache import cache_dir
-
-        directory = cache_dir() if self.optimized_model_cache else None
         derived = query_model(
             ort,
             model_path,
             self._source_sha256(),
-            directory / "models" if directory is not None else None,
+            self._models_dir(),
             lambda: verify_sha256(model_path, self._model_sha),
             model_name=self.model_name,
         )
@@ -356,7 +353,7 @@ class DefaultEmbedder(Embedder):
 
     def _open_session(self, ort: Any, model_path: Path, threads: int) -> Any:
         """An inference session; through the optimised graph kept in the cache directory when allowed."""
-        optimized = self._optimized_path(ort) if self.optimized_model_cache else None
+        optimized = self._optimized_path(ort)
         return open_session(
             ort,
             model_path,
@@ -371,15 +368,20 @@ class DefaultEmbedder(Embedder):
         packaged = self._model_path is None and self._model_sha is not None
         return self._model_sha if packaged and self._model_sha else file_sha256(self._paths()[0])
 
-    def _optimized_path(self, ort: Any) -> Path | None:
+    def _models_dir(self) -> Path | None:
+        """Where the files derived from the model (optimised graph, int8 query model) are kept (None: nowhere)."""
         from shortlist.embeddings._cache import cache_dir
 
-        directory = cache_dir()
+        directory = cache_dir() if self.optimized_model_cache else None
+        return directory / "models" if directory is not None else None
+
+    def _optimized_path(self, ort: Any) -> Path | None:
+        directory = self._models_dir()
         if directory is None:
             return None
         # keyed by the file's content: the pinned sha256 of the packaged file (checked when the graph is
         # made), the actual sha256 of a file given as model_path
-        return directory / "models" / f"minilm-{self._source_sha256()[:16]}-ort{ort.__version__}.onnx"
+        return directory / f"minilm-{self._source_sha256()[:16]}-ort{ort.__version__}.onnx"
 
     def _forward(self, texts: Sequence[str], threads: int) -> Vectors:
         session = self._session(threads)

@@ -32,7 +32,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +79,8 @@ class _QuietQuantizer(logging.Filter):
 
 
 def _derive(ort: Any, model_path: Path, out: Path) -> None:
-    """Write the int8 query model of the ONNX file ``model_path`` to ``out``.
+    """Write the int8 query model of the ONNX file ``model_path`` to ``out``, in a scratch folder of its own
+    (the folded float model is written beside it).
 
     Raises:
         ImportError: ``onnx`` (which ONNX Runtime's quantiser needs) is not installed.
@@ -88,45 +88,37 @@ def _derive(ort: Any, model_path: Path, out: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    work = Path(tempfile.mkdtemp(prefix="shortlist-query-model-", dir=out.parent))
+    folded = out.with_name("float.onnx")
+    opts = session_options(ort, 1, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+    opts.optimized_model_filepath = str(folded)
+    # the basic level folds the weights' dequantisation into float constants, which the quantiser needs
+    ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    quiet = _QuietQuantizer()
+    root = logging.getLogger()
+    root.addFilter(quiet)
     try:
-        folded = work / "float.onnx"
-        opts = session_options(ort, 1, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
-        opts.optimized_model_filepath = str(folded)
-        # the basic level folds the weights' dequantisation into float constants, which the quantiser needs
-        ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
-        quiet = _QuietQuantizer()
-        root = logging.getLogger()
-        root.addFilter(quiet)
-        try:
-            quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
-        finally:
-            root.removeFilter(quiet)
+        quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        root.removeFilter(quiet)
 
 
 def _keep(made: Path, kept: Path, source_sha256: str, ort_version: str, onnx_version: str) -> bool:
-    """Put the derived model ``made`` at ``kept`` with its record (False: the cache directory refused it)."""
-    tmp = kept.with_name(f".{kept.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    """Move the derived model ``made`` (a scratch file beside ``kept``) to ``kept`` with its record (False:
+    the cache directory refused it)."""
     try:
-        shutil.copyfile(made, tmp)
         entry = {
-            "sha256": file_sha256(tmp),
+            "sha256": file_sha256(made),
             "source_sha256": source_sha256,
             "onnxruntime": ort_version,
             "onnx": onnx_version,
         }
         # its record first, then the file, each atomically: the file is never seen without one
         write_record(kept, entry)
-        os.replace(tmp, kept)
+        os.replace(made, kept)
         return True
     except OSError as exc:  # a read-only or full cache directory: the caller loads the bytes
         logger.debug("default embedder: cannot keep the int8 query model in %s: %s", kept, exc)
         return False
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def query_model(
