@@ -42,8 +42,9 @@ def test_json_object_has_the_documented_shape() -> None:
     assert {"conversations", "turns", "catalog_tokens", "default", "strategies"} <= set(report)
     assert report["default"] == "deferred" and report["conversations"] == 3
     assert list(report["strategies"]) == ["all", "per_turn", "stable", "deferred", "oracle"]
-    for row in report["strategies"].values():
-        assert set(row) == ROW_KEYS and set(row["cost"]) == {"0", "1000"} == set(row["by_history"])
+    for name, row in report["strategies"].items():
+        loads = set() if name in ("all", "oracle") else {"loads"}  # what ranks and loads says where it went
+        assert set(row) == ROW_KEYS | loads and set(row["cost"]) == {"0", "1000"} == set(row["by_history"])
         assert set(row["cost_vs_oracle"]) == {"0", "1000"}
     assert report["simulation"]["search_query"] == "message" and "added_tools" not in report
 
@@ -69,6 +70,7 @@ def test_text_table_and_cheaper_prices() -> None:
     assert table.returncode == 0 and "deferred" in table.stdout and "cost @20,000" in table.stdout
     assert "(1.00x)" in table.stdout and max(len(line) for line in table.stdout.splitlines()) <= 100
     assert "x oracle @20,000" in table.stdout and "preloaded" in table.stdout
+    assert "where deferred's loaded definitions went" in table.stdout and "prefetch 1 " in table.stdout
 
 
 def test_bad_flags_are_one_line_errors() -> None:

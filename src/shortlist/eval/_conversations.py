@@ -53,12 +53,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from shortlist._events import Event
 from shortlist._progress import report as progress_report
 from shortlist._tokens import default_counter, definition_text
 from shortlist._types import Candidate
@@ -72,11 +73,12 @@ from shortlist.eval._conversation_cases import (
 from shortlist.eval._conversation_models import MISS_COSTS, SEARCH_QUERIES, CostModel, Simulation
 from shortlist.eval._conversation_models import name_words as name_words  # re-exported: its old home
 from shortlist.eval._datasets import load_tools
+from shortlist.eval._loads import LoadTally
 from shortlist.feedback._store import FeedbackStore, apply_examples
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_DEFINITION, CALL_TOOL_NAME
 from shortlist.offer._policies import PREFETCH_QUERY
-from shortlist.offer._search import SEARCH_TOOL_DEFINITION, SEARCH_TOOL_NAME
+from shortlist.offer._search import SEARCH_TOOL_DEFINITION, SEARCH_TOOL_NAME, ToolSearched
 from shortlist.selection._cousage import CoUsage
 
 __all__ = [
@@ -166,6 +168,7 @@ class _Totals:
     cost: float = 0.0
     preloaded: float = 0.0
     reductions: int = 0
+    loads: LoadTally = field(default_factory=LoadTally)
 
 
 class _Replay:
@@ -254,6 +257,7 @@ class _Replay:
                 available = set(offer.available)
                 totals.changes += session.state.changes - before
                 if offer.prefetched:  # loaded by the runtime before the call: a search exchange, no model call
+                    totals.loads.prefetched(case, index, offer.prefetched, offer.companions, self._def_tokens)
                     defs = [definition_text(self.by_id[i]) for i in offer.prefetched]
                     meter.history_tokens += self.exchange_tokens(PREFETCH_QUERY, defs)
             gold = turn.gold
@@ -276,11 +280,17 @@ class _Replay:
                 query = self.sim.query(turn.user, target)
                 meter.call(block, self.block_tokens(block, search_tool))  # the call that asks for a search
                 before = session.state.changes
+                heard: list[Event] = []  # the search's event names its co-usage companions
                 found = session.search(
-                    query, candidates=candidates, prefix_tokens=meter.system_tokens + meter.history_tokens
+                    query,
+                    candidates=candidates,
+                    prefix_tokens=meter.system_tokens + meter.history_tokens,
+                    hooks=(heard.append,),
                 )
                 totals.changes += session.state.changes - before
                 searches += 1
+                companions = next((e.companions for e in reversed(heard) if isinstance(e, ToolSearched)), ())
+                totals.loads.searched(case, index, [c.id for c in found], companions, self._def_tokens)
                 if session.policy == "deferred":  # the result expands into the found definitions
                     content = [definition_text(c) for c in found]
                 else:  # the found tools join the tools block of the next call
@@ -379,9 +389,11 @@ def run_conversation_eval(
         ``{"conversations", "turns", "catalog_tokens", "default", "counter", "simulation",
         "strategies": {name: {"turn_recall", "complete_turns", "preloaded", "tools_per_turn",
         "tool_tokens_per_turn", "tool_block_changes", "model_calls_per_turn",
-        "searches_per_turn", "cost": {H: cost}, "cost_vs_oracle": {H: ratio}, "by_history":
+        "searches_per_turn", "loads", "cost": {H: cost}, "cost_vs_oracle": {H: ratio}, "by_history":
         {H: {...}}}}}``; the top-level quality figures are those of the first history size
-        (``by_history`` has each size's), costs are per conversation. ``cost_vs_oracle`` divides
+        (``by_history`` has each size's), costs are per conversation. ``loads`` (every strategy
+        but ``all`` and ``oracle``) says where the prefetched and searched definitions went
+        (:class:`~shortlist.eval._loads.LoadTally`). ``cost_vs_oracle`` divides
         by the ``oracle``'s cost (replayed for it even when not among ``strategies``).
     """
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -461,6 +473,8 @@ def run_conversation_eval(
                     "model_calls_per_turn": round(totals.calls / t, 3),
                     "searches_per_turn": round(totals.searches / t, 3),
                 }
+                if strategy not in ("all", "oracle"):  # what the loaded definitions were for
+                    row["loads"] = totals.loads.to_json(len(cases))
         row["cost"] = costs
         row["by_history"] = by_history  # the decisions of ``stable`` depend on the history's size
         return row

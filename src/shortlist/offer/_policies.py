@@ -161,14 +161,14 @@ class _Options:
     suite_boost: float
 
 
-#: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked)
-#: and the tools prefetched into the history.
-_Decision = tuple[tuple[str, ...], str, TurnSelection | None, tuple[str, ...]]
+#: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked),
+#: the tools prefetched into the history and, of those, the co-usage companions (the last ones).
+_Decision = tuple[tuple[str, ...], str, TurnSelection | None, tuple[str, ...], tuple[str, ...]]
 
 
 def _per_turn(t: _Turn, o: _Options) -> _Decision:
     turn, block, reason = t.narrowed()
-    return block, reason, turn, ()
+    return block, reason, turn, (), ()
 
 
 def _stable(t: _Turn, o: _Options) -> _Decision:
@@ -176,7 +176,7 @@ def _stable(t: _Turn, o: _Options) -> _Decision:
         turn, block, reason = t.narrowed()
         if turn.narrowed:
             block, reason = widened(block, t.eligible, reason, o.prefix_tokens, o.prices, o.horizon)
-        return block, reason, turn, ()
+        return block, reason, turn, (), ()
     block, reason = t.kept()
     turn = t.select()
     available = set(t.state.available)
@@ -184,8 +184,8 @@ def _stable(t: _Turn, o: _Options) -> _Decision:
     # the top-ranked tool missing from the block is the one a search would have to find
     p_needed = 1.0 if turn.ranked and turn.ranked[0] in new else 0.0
     if new and o.prices.worth_changing(o.prefix_tokens, p_needed=p_needed, round_trip_tokens=ROUND_TRIP_TOKENS):
-        return t.state.block + new, "worth_changing", turn, ()
-    return block, reason, None, ()
+        return t.state.block + new, "worth_changing", turn, (), ()
+    return block, reason, None, (), ()
 
 
 def _deferred(t: _Turn, o: _Options) -> _Decision:
@@ -199,6 +199,7 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
     else:
         block, reason = t.kept()
     prefetched: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
     if o.prefetch > 0:
         turn = selection = selection or t.select(RERANK_DEPTH if deep else 0)
         if turn.narrowed and _informative(turn):
@@ -207,9 +208,9 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
             prefetched = tuple(i for i in ranked if i not in available)
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
-                companions = o.co_usage.companions(ranked, exclude=exclude)
-                prefetched += tuple(i for i in companions if i in t.by_id)
-    return block, reason, selection, prefetched
+                companions = tuple(i for i in o.co_usage.companions(ranked, exclude=exclude) if i in t.by_id)
+                prefetched += companions
+    return block, reason, selection, prefetched, companions
 
 
 def groups_of(ids: Sequence[str], by_id: Mapping[str, Candidate]) -> set[str]:
@@ -339,7 +340,7 @@ def decide_offer(
         prefetch_flat,
         suite_boost,
     )
-    block, reason, selection, prefetched = _POLICIES[policy](turn, options)
+    block, reason, selection, prefetched, companions = _POLICIES[policy](turn, options)
     state = turn.state
     loaded = tuple(i for i in (*state.loaded, *prefetched) if i in by_id and i not in block)
     changed = not turn.first and block != turn.previous_block
@@ -370,6 +371,7 @@ def decide_offer(
         reason=reason,
         selection=selection,
         prefetched=prefetched,
+        companions=companions,
         state=new_state,
     )
 

@@ -74,7 +74,10 @@ CONTEXT_PENALTY = 0.05
 
 @dataclass(frozen=True, kw_only=True)
 class ToolSearched(Event):
-    """The model searched for tools it was not offered (the in-turn escape hatch)."""
+    """The model searched for tools it was not offered (the in-turn escape hatch).
+
+    ``found`` is the page, then the tools usually called with it; ``companions`` names those.
+    """
 
     name: ClassVar[str] = "selection.tool_searched"
     area: ClassVar[str] = "selection"
@@ -82,6 +85,7 @@ class ToolSearched(Event):
     query: str = ""
     found: tuple[str, ...] = ()
     fallback: str | None = None
+    companions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +185,13 @@ def search_tools(
         )
         # nothing shares a word with the query either: say so rather than return arbitrary tools
         found, scores = (lexical.surfaced[:k], lexical.scores) if lexical.narrowed else ((), {})
+    companions: tuple[str, ...] = ()
     if co_usage is not None and found:
         seen = {c.id for c in found}
-        extra = co_usage.companions([c.id for c in found], exclude=available | seen)
-        found = (*found, *(by_id[i] for i in extra if i in by_id))
+        companions = tuple(
+            i for i in co_usage.companions([c.id for c in found], exclude=available | seen) if i in by_id
+        )
+        found = (*found, *(by_id[i] for i in companions))
     ids = tuple(c.id for c in found)
     if policy == "deferred":
         state = replace(state, loaded=state.loaded + ids)
@@ -196,7 +203,10 @@ def search_tools(
             OfferChanged(policy=policy, reason=reason, added=added, prefix_tokens=prefix_tokens),
             hooks=binding_hooks(shortlist, hooks),
         )
-    emit(ToolSearched(query=query, found=ids, fallback=fallback), hooks=binding_hooks(shortlist, hooks))
+    emit(
+        ToolSearched(query=query, found=ids, fallback=fallback, companions=companions),
+        hooks=binding_hooks(shortlist, hooks),
+    )
     kept = {i: scores[i] for i in ids if i in scores}
     return ToolSearch(tuple(found), state, fallback, None if fallback else selector, kept or None)
 

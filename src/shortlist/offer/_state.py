@@ -155,6 +155,10 @@ class Offer:
         reason: why the block is what it is (``first_turn``, ``unchanged``, ``narrowed``,
             ``fallback:<reason>``, ``worth_changing``).
         selection: this turn's narrowing (None when the policy kept the block without ranking).
+        prefetched: ids loaded into the history before this turn's call (``deferred``): the
+            ranking's likely tools, then the co-usage companions.
+        companions: the ids of ``prefetched`` loaded because they are usually called with the
+            likely ones (:class:`~shortlist.selection._cousage.CoUsage`), not for their rank.
         state: the state after this turn's decision (send it back with the next turn).
     """
 
@@ -167,6 +171,7 @@ class Offer:
     reason: str = ""
     selection: TurnSelection | None = None
     prefetched: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
     state: OfferState = field(default_factory=OfferState)
 
     @property
@@ -186,6 +191,7 @@ class Offer:
             "reason": self.reason,
             "selection": self.selection.to_dict() if self.selection is not None else None,
             "prefetched": list(self.prefetched),
+            "companions": list(self.companions),
             "state": self.state.to_dict(),
         }
 

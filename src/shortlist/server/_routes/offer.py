@@ -180,7 +180,11 @@ class OfferResponse(BaseModel):
     changed: bool = Field(description="The tools block differs from the previous turn's.")
     reason: str
     selection: SelectResponse | None
-    prefetched: list[str]
+    prefetched: list[str] = Field(description="Ids loaded into the history before this turn's call (`deferred`).")
+    companions: list[str] = Field(
+        description="The ids of `prefetched` loaded because they are usually called with the likely ones, "
+        "not for their rank."
+    )
     state: OfferStateIn
 
 

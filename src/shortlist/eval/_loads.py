@@ -1,0 +1,136 @@
+"""Where a replay's loaded definitions went: called on their turn, on a later one, or never.
+
+Every definition an offer loads into the history before a call (``deferred``'s prefetch) or a
+search returns is written once and read by every later call, so the ones never called are what a
+policy pays beyond the floor. :class:`LoadTally` labels each one *now* (the turn calls it),
+*later* (a later turn of the conversation does) or *never*, by where it came from: the n-th tool a
+turn's prefetch took from the ranking (``1``, ``2``, ...) or the n-th result of a search page, and
+the co-usage ``companion`` of either. The report (``loads``) is how a user sees which knob their catalog pays
+for: a prefetch slot called less often than about one time in five, or a search page whose last
+results are never called (``docs/evaluation.md``, "Where the loaded definitions go").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shortlist.eval._conversation_cases import ConversationCase
+
+__all__ = ["COMPANION", "LoadTally"]
+
+#: The key of the prefetched tools that co-usage added (they are not ranked).
+COMPANION = "companion"
+
+
+@dataclass(slots=True)
+class _Bucket:
+    now: int = 0
+    later: int = 0
+    never: int = 0
+    tokens: int = 0
+    never_tokens: int = 0
+
+    def add(self, label: str, tokens: int) -> None:
+        setattr(self, label, getattr(self, label) + 1)
+        self.tokens += tokens
+        if label == "never":
+            self.never_tokens += tokens
+
+    def merge(self, other: _Bucket) -> None:
+        for name in ("now", "later", "never", "tokens", "never_tokens"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "definitions": self.now + self.later + self.never,
+            "now": self.now,
+            "later": self.later,
+            "never": self.never,
+            "tokens": self.tokens,
+            "never_tokens": self.never_tokens,
+        }
+
+
+@dataclass(slots=True)
+class LoadTally:
+    """Counts one replay pass's loaded definitions by source and outcome (see the module)."""
+
+    prefetch: dict[str, _Bucket] = field(default_factory=dict)
+    search: dict[str, _Bucket] = field(default_factory=dict)
+
+    def prefetched(
+        self,
+        case: ConversationCase,
+        index: int,
+        ids: Sequence[str],
+        companions: Sequence[str],
+        tokens: Mapping[str, int],
+    ) -> None:
+        """Turn ``index`` of ``case`` prefetched ``ids``; ``companions`` of them came from co-usage."""
+        self._count(self.prefetch, case, index, ids, companions, tokens)
+
+    def searched(
+        self,
+        case: ConversationCase,
+        index: int,
+        ids: Sequence[str],
+        companions: Sequence[str],
+        tokens: Mapping[str, int],
+    ) -> None:
+        """A search on turn ``index`` of ``case`` returned ``ids`` (the page in order, then ``companions``)."""
+        self._count(self.search, case, index, ids, companions, tokens)
+
+    def _count(
+        self,
+        table: dict[str, _Bucket],
+        case: ConversationCase,
+        index: int,
+        ids: Sequence[str],
+        companions: Sequence[str],
+        tokens: Mapping[str, int],
+    ) -> None:
+        extra = set(companions)
+        position = 0
+        for i in ids:
+            if i in extra:
+                key = COMPANION
+            else:
+                position += 1
+                key = str(position)
+            self._add(table, key, i, case, index, tokens)
+
+    @staticmethod
+    def _add(
+        table: dict[str, _Bucket],
+        key: str,
+        tool: str,
+        case: ConversationCase,
+        index: int,
+        tokens: Mapping[str, int],
+    ) -> None:
+        if tool in case.turns[index].gold:
+            label = "now"
+        elif any(tool in turn.gold for turn in case.turns[index + 1 :]):
+            label = "later"
+        else:
+            label = "never"
+        table.setdefault(key, _Bucket()).add(label, tokens.get(tool, 0))
+
+    def to_json(self, conversations: int) -> dict[str, Any]:
+        """``{"prefetch": {..., "by_slot": {...}}, "search": {..., "by_position": {...}}}``: each part's
+        totals (``definitions``, ``now``, ``later``, ``never``, ``tokens``, ``never_tokens`` over the
+        dataset, and ``never_tokens_per_conversation``) and the same per slot or page position."""
+        out: dict[str, Any] = {}
+        for part, table, by in (("prefetch", self.prefetch, "by_slot"), ("search", self.search, "by_position")):
+            total = _Bucket()
+            for bucket in table.values():
+                total.merge(bucket)
+            keys = sorted(table, key=lambda k: (k == COMPANION, int(k) if k.isdigit() else 0))
+            out[part] = {
+                **total.to_json(),
+                "never_tokens_per_conversation": round(total.never_tokens / max(conversations, 1), 1),
+                by: {k: table[k].to_json() for k in keys},
+            }
+        return out
