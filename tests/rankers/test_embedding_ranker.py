@@ -205,7 +205,7 @@ def test_options_from_yaml_are_plain_values() -> None:
 
 @pytest.mark.parametrize(("rows", "texts"), [(1000, 3), (1000, 1), (1000, 0), (0, 2), (7, 5)])
 def test_matvecs_is_matvec_per_vector_bit_for_bit(rows: int, texts: int) -> None:
-    from shortlist.rankers._embedding import matvec, matvecs
+    from shortlist.embeddings._base import matvec, matvecs
 
     rng = np.random.default_rng(rows + texts)
     matrix = rng.standard_normal((rows, 384)).astype(np.float32)

@@ -1,4 +1,5 @@
-"""The embedding contract: texts in, one L2-normalised float32 row per text out."""
+"""The embedding contract: texts in, one L2-normalised float32 row per text out; and the one-thread
+vector products every consumer of those rows scores with (rankers, the embedded document index)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy.typing as npt
 
 from shortlist.errors import EmbeddingError
 
-__all__ = ["Embedder", "FunctionEmbedder", "Vectors", "unit_rows"]
+__all__ = ["Embedder", "FunctionEmbedder", "Vectors", "matvec", "matvecs", "unit_rows"]
 
 
 Vectors = npt.NDArray[np.float32]
@@ -22,6 +23,36 @@ def unit_rows(vectors: Vectors) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     result: Vectors = vectors / norms
+    return result
+
+
+def matvec(matrix: Vectors, vector: Vectors) -> Vectors:
+    """``matrix @ vector`` on the calling thread only.
+
+    A BLAS matrix-vector product spreads over every core and, on a small or busy machine,
+    its threads' spin-waits turn a 0.3 ms product into 10-30 ms. ``np.vecdot`` (numpy >= 2)
+    and ``einsum`` run single-threaded SIMD loops instead.
+    """
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    vecdot = getattr(np, "vecdot", None)
+    out = vecdot(matrix, vector) if vecdot is not None else np.einsum("ij,j->i", matrix, vector)
+    result: Vectors = np.asarray(out, dtype=np.float32)
+    return result
+
+
+def matvecs(matrix: Vectors, vectors: Vectors) -> Vectors:
+    """``vectors @ matrix.T`` on the calling thread: row ``j`` is ``matvec(matrix, vectors[j])``, bit for bit.
+
+    Each pair's dot product runs the same loop as :func:`matvec`, but a row of the matrix is read once for
+    every vector while it is in the cache: a query split into intents reads a 10,000-tool catalog's 15 MB
+    once instead of once per text (0.8 instead of 1.6 ms for three texts).
+    """
+    vecdot = getattr(np, "vecdot", None)
+    if vectors.shape[0] <= 1 or matrix.shape[0] == 0 or vecdot is None:
+        rows = [matvec(matrix, v) for v in vectors]
+        return np.stack(rows) if rows else np.zeros((0, matrix.shape[0]), dtype=np.float32)
+    result: Vectors = np.ascontiguousarray(np.asarray(vecdot(matrix[:, None, :], vectors[None, :, :]), np.float32).T)
     return result
 
 

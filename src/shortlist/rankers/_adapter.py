@@ -25,10 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from shortlist._types import Candidate
-from shortlist.embeddings._base import Embedder
+from shortlist.embeddings._base import Embedder, matvec
 from shortlist.errors import ConfigError, UsageError
 from shortlist.rankers._base import candidate_text
-from shortlist.rankers._embedding import matvec
 
 __all__ = ["QueryAdapter", "train_adapter"]
 

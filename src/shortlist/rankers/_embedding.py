@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shortlist._types import Candidate, Query
-from shortlist.embeddings._base import Embedder
+from shortlist.embeddings._base import Embedder, matvec
 from shortlist.errors import EmbeddingError, UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores, candidate_text
 from shortlist.selection._base import SelectorContext
@@ -36,7 +36,6 @@ __all__ = [
     "EmbeddingRanker",
     "ExampleAggregation",
     "make_abstention",
-    "matvec",
 ]
 
 #: How a candidate's example cosines become one score: log-sum-exp or the mean of the nearest.
@@ -52,36 +51,6 @@ DEFAULT_EXAMPLE_TAU = 0.065
 
 _F32 = npt.NDArray[np.float32]
 _CATALOG_SLOTS = 4
-
-
-def matvec(matrix: _F32, vector: _F32) -> _F32:
-    """``matrix @ vector`` on the calling thread only.
-
-    A BLAS matrix-vector product spreads over every core and, on a small or busy machine,
-    its threads' spin-waits turn a 0.3 ms product into 10-30 ms. ``np.vecdot`` (numpy >= 2)
-    and ``einsum`` run single-threaded SIMD loops instead.
-    """
-    if matrix.shape[0] == 0:
-        return np.zeros(0, dtype=np.float32)
-    vecdot = getattr(np, "vecdot", None)
-    out = vecdot(matrix, vector) if vecdot is not None else np.einsum("ij,j->i", matrix, vector)
-    result: _F32 = np.asarray(out, dtype=np.float32)
-    return result
-
-
-def matvecs(matrix: _F32, vectors: _F32) -> _F32:
-    """``vectors @ matrix.T`` on the calling thread: row ``j`` is ``matvec(matrix, vectors[j])``, bit for bit.
-
-    Each pair's dot product runs the same loop as :func:`matvec`, but a row of the matrix is read once for
-    every vector while it is in the cache: a query split into intents reads a 10,000-tool catalog's 15 MB
-    once instead of once per text (0.8 instead of 1.6 ms for three texts).
-    """
-    vecdot = getattr(np, "vecdot", None)
-    if vectors.shape[0] <= 1 or matrix.shape[0] == 0 or vecdot is None:
-        rows = [matvec(matrix, v) for v in vectors]
-        return np.stack(rows) if rows else np.zeros((0, matrix.shape[0]), dtype=np.float32)
-    result: _F32 = np.ascontiguousarray(np.asarray(vecdot(matrix[:, None, :], vectors[None, :, :]), np.float32).T)
-    return result
 
 
 def make_abstention(

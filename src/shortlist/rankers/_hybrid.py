@@ -57,12 +57,12 @@ import numpy as np
 
 from shortlist._events import emit
 from shortlist._types import Candidate, Query, Selection
-from shortlist.embeddings._base import Embedder
+from shortlist.embeddings._base import Embedder, matvec, matvecs
 from shortlist.errors import UsageError
 from shortlist.rankers._adapter import QueryAdapter
 from shortlist.rankers._base import Abstention, Ranker, Scores
 from shortlist.rankers._confidence import AnchorConfidence, ConfidenceKind
-from shortlist.rankers._embedding import EmbeddingRanker, make_abstention, matvec, matvecs
+from shortlist.rankers._embedding import EmbeddingRanker, make_abstention
 from shortlist.rankers._fusion import Fusion, cover, fuse, fusion_weights, rank_named_first
 from shortlist.rankers._scale import (
     DuplicatesDemoted,

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from shortlist.embeddings._base import Vectors
+from shortlist.embeddings._base import Vectors, matvec
 
-__all__ = ["dense_top", "matvec", "pack", "top"]
+__all__ = ["dense_top", "pack", "top"]
 
 
 def top(scores: np.ndarray[Any, Any], n: int, positive_only: bool) -> list[int]:
@@ -24,12 +24,6 @@ def top(scores: np.ndarray[Any, Any], n: int, positive_only: bool) -> list[int]:
         rows = rows[np.isfinite(scores[rows])]
     order = np.lexsort((rows, -scores[rows]))
     return [int(r) for r in rows[order]]
-
-
-def matvec(matrix: np.ndarray[Any, Any], vector: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``matrix @ vector`` on one thread: BLAS threads waking up for a matrix-vector product
-    cost more than they save on a small, busy machine (10-30 ms against 0.2 ms measured)."""
-    return np.asarray(np.einsum("ij,j->i", matrix, vector), dtype=np.float32)
 
 
 def pack(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from shortlist._events import Event, emit
 from shortlist._text import Analyser, analyser
-from shortlist.embeddings._base import Embedder, Vectors
+from shortlist.embeddings._base import Embedder, Vectors, matvec
 from shortlist.errors import (
     REBUILD_INDEX_HINT,
     CatalogError,
@@ -52,7 +52,7 @@ from shortlist.retrieval._backends._embedded_files import (
     write_generation,
 )
 from shortlist.retrieval._backends._embedded_files import analyser_problem as _analyser_problem
-from shortlist.retrieval._backends._embedded_search import dense_top, matvec, pack, top
+from shortlist.retrieval._backends._embedded_search import dense_top, pack, top
 from shortlist.retrieval._backends.base import (
     PREFETCH,
     Hit,
