@@ -85,3 +85,17 @@ def test_the_text_block_shows_the_search_tool_it_offers() -> None:
     assert bridged[0].split()[-2:] == ["find_tools", "call_tool"]
     native = offer("book a hotel in Rome", "--format", "openai-responses", "--json").stdout
     assert json.loads(native)["bridge"] is False
+
+
+@pytest.mark.parametrize(("flag", "expected"), [((), 4), (("--prefetch-max", "2"), 2), (("--prefetch-max", "0"), 1)])
+def test_prefetch_max_bounds_the_widening_of_a_flat_top(tmp_path: Path, flag: tuple[str, ...], expected: int) -> None:
+    catalog = tmp_path / "ties.json"  # four tools with the same words: a flat top
+    catalog.write_text(json.dumps([{"name": f"send_{i}", "description": "Send a message."} for i in range(4)]))
+    out = offer("send a message", "--catalog", str(catalog), "--prefetch", "1", *flag, "--json")
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["prefetched"]) == expected
+
+
+def test_a_negative_prefetch_max_is_a_one_line_error() -> None:
+    out = offer("send a message", "--prefetch-max", "-1")
+    assert out.returncode != 0 and "--prefetch-max" in out.stderr and "Traceback" not in out.stderr

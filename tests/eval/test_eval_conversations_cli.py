@@ -197,3 +197,23 @@ def test_query_precision_is_recorded() -> None:
     assert json.loads(out.stdout)["query_precision"] == "int8"
     out = cli("--dataset", str(CONV), "--strategies", "deferred", "--json", "--no-progress")
     assert "query_precision" not in json.loads(out.stdout)  # the default float model: the report as before
+
+
+def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_path: Path) -> None:
+    # four tools with the same words: the ranking's top is flat, so the prefetch widens up to --prefetch-max
+    tools = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message."} for i in range(4)]
+    (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
+    turn = {"user": "send a message to bob", "calls": [{"name": "send_0", "arguments": {}}]}
+    (tmp_path / "conversations.jsonl").write_text(json.dumps({"cid": "c", "turns": [turn]}) + "\n")
+    base = ("--dataset", str(tmp_path), "--selector", "bm25", "--strategies", "deferred", "--json", "--no-progress")
+    default, wide, narrow = (
+        cli(*base, "--prefetch", "1", *extra) for extra in ((), ("--prefetch-max", "3"), ("--prefetch-max", "0"))
+    )
+    assert default.returncode == wide.returncode == narrow.returncode == 0, default.stderr + wide.stderr + narrow.stderr
+    reports = [json.loads(out.stdout) for out in (default, wide, narrow)]
+    assert reports[0]["offer"] == {"k": 5, "search_k": 5, "prefetch": 1, "prefetch_max": 6}
+    assert reports[1]["offer"]["prefetch_max"] == 3 and reports[2]["offer"]["prefetch_max"] == 0
+    slots = [r["strategies"]["deferred"]["loads"]["prefetch"]["by_slot"] for r in reports]
+    assert list(slots[0]) == ["1", "2", "3", "4"] and list(slots[1]) == ["1", "2", "3"] and list(slots[2]) == ["1"]
+    bad = cli(*base, "--prefetch-max", "-2")
+    assert bad.returncode != 0 and "--prefetch-max must be >= 0" in bad.stderr and "Traceback" not in bad.stderr

@@ -361,3 +361,23 @@ def test_a_packs_feedback_log_teaches_the_prefetch_what_comes_along(tmp_path: An
         conv.close()
     assert second.report.offer is not None
     assert second.report.offer["prefetched"] == ["book_flight", "convert_currency"]  # learned, never named
+
+
+@pytest.mark.parametrize(("prefetch_max", "expected"), [(None, 4), (2, 2), (0, 1)])
+def test_prefetch_max_bounds_the_widening_of_a_flat_top(prefetch_max: int | None, expected: int) -> None:
+    """A ranking without scores is flat: the prefetch widens from ``prefetch`` up to ``prefetch_max``."""
+
+    def rank(q: Any, c: Any) -> list[str]:
+        return ["send_email", "get_weather", "convert_currency", "book_flight"]
+
+    options: dict[str, Any] = {} if prefetch_max is None else {"prefetch_max": prefetch_max}
+    conv = Conversation(
+        Pack(tools=TOOLS),
+        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
+        format="anthropic",
+        prefetch=1,
+        tool_selector=FunctionSelector(rank),
+        **options,
+    )
+    result = conv.send("email bob")
+    assert result.report.offer is not None and len(result.report.offer["prefetched"]) == expected

@@ -231,6 +231,8 @@ def test_offer_requests_are_validated_strictly(app_factory: Any) -> None:
             {**base, "k": -1},
             {**base, "k": "3"},
             {**base, "prefetch": 51},
+            {**base, "prefetch_max": 51},
+            {**base, "prefetch_max": -1},
             {**base, "prefix_tokens": -5},
             {**base, "messages": [{"role": "user", "content": "x"}]},  # both query and messages
             {"catalog": "example"},  # neither
@@ -353,3 +355,20 @@ def test_the_answer_says_which_fixed_tools_to_offer(app_factory: Any) -> None:
         assert [t["name"] for t in native["fixed_tools"]] == ["find_tools"]
     assert stable["bridge"] is False and [t["name"] for t in stable["fixed_tools"]] == ["find_tools"]
     assert per_turn["bridge"] is False and per_turn["fixed_tools"] == []  # no search tool either
+
+
+#: Four tools with the same words: every one scores the same for "send a message", a flat top.
+TIES = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message."} for i in range(4)]
+
+
+@pytest.mark.parametrize(("prefetch_max", "expected"), [(None, 4), (2, 2), (0, 1)])
+def test_prefetch_max_bounds_the_widening_of_a_flat_top(
+    app_factory: Any, prefetch_max: int | None, expected: int
+) -> None:
+    body: dict[str, Any] = {"candidates": TIES, "query": "send a message", "policy": "deferred", "k": 1, "prefetch": 1}
+    if prefetch_max is not None:
+        body["prefetch_max"] = prefetch_max
+    with app_factory(selector="bm25") as srv, srv.client() as c:
+        r = c.post("/v1/offer", json=body)
+    assert r.status_code == 200, r.text
+    assert len(r.json()["prefetched"]) == expected

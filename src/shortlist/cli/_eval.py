@@ -95,6 +95,11 @@ def register(sub: Any) -> None:
     )
     conv.add_argument("--search-k", type=int, default=5, help="tools one search returns (default 5)")
     conv.add_argument("--prefetch", type=int, default=3, help="deferred: top tools loaded per turn (default 3)")
+    conv.add_argument(
+        "--prefetch-max",
+        type=int,
+        help="deferred: most tools loaded while the ranking's top is flat (default 6; --prefetch or less: no widening)",
+    )
     conv.add_argument("--max-searches", type=int, default=2, help="searches the simulated model makes a turn (2)")
     conv.add_argument(
         "--prices",

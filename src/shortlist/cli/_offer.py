@@ -46,6 +46,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--k", type=int, default=5, help="tools ranked per turn (default 5)")
     p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 3)")
+    p.add_argument(
+        "--prefetch-max", type=int, help="deferred: most tools loaded while the ranking's top is flat (default 6)"
+    )
     p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
     p.add_argument("--prefix-tokens", type=int, default=0, help="system prompt + history behind the block")
     p.add_argument("--state", help="the previous turn's offer state (JSON file); absent: the first turn")
@@ -70,13 +73,14 @@ def run(args: argparse.Namespace) -> int:
     from shortlist.errors import ConfigError
     from shortlist.offer import OfferState, ToolSession
     from shortlist.offer._bridge import offer_json
-    from shortlist.offer._policies import default_policy
+    from shortlist.offer._policies import DEFAULT_PREFETCH_MAX, default_policy
     from shortlist.selection._facade import DEFAULT, Shortlist
 
     if (args.query is None) == (args.messages is None) and args.search is None:
         raise ConfigError("offer needs exactly one of QUERY or --messages (or --search QUERY)")
-    if args.k < 0 or args.hot < 0 or args.prefix_tokens < 0 or (args.prefetch is not None and args.prefetch < 0):
-        raise ConfigError("--k, --prefetch, --hot and --prefix-tokens must be >= 0")
+    counts = (args.k, args.hot, args.prefix_tokens, args.prefetch, args.prefetch_max)
+    if any(n is not None and n < 0 for n in counts):
+        raise ConfigError("--k, --prefetch, --prefetch-max, --hot and --prefix-tokens must be >= 0")
     if args.catalog:
         catalog = load_catalog(args.catalog)
     else:
@@ -85,7 +89,15 @@ def run(args: argparse.Namespace) -> int:
     state = OfferState.from_dict(_read_json(args.state, "offer state")) if args.state else OfferState()
     with Shortlist(catalog, selector=args.selector or DEFAULT, config=args.config) as sl:
         policy = args.policy or default_policy(args.format)
-        session = ToolSession(sl, policy=policy, k=args.k, prefetch=args.prefetch, hot=args.hot, state=state)
+        session = ToolSession(
+            sl,
+            policy=policy,
+            k=args.k,
+            prefetch=args.prefetch,
+            prefetch_max=DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max,
+            hot=args.hot,
+            state=state,
+        )
         if args.search is not None:
             found = session.search(args.search, prefix_tokens=args.prefix_tokens)
             out: dict[str, Any] = {

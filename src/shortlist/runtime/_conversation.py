@@ -52,6 +52,7 @@ from shortlist._types import Query, TurnSelection
 from shortlist.errors import ConfigError
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_NAME
+from shortlist.offer._policies import DEFAULT_PREFETCH_MAX
 from shortlist.offer._search import SEARCH_TOOL_NAME
 from shortlist.offer._state import Offer
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
@@ -129,6 +130,9 @@ class Conversation(ToolCalls, ConversationLoop):
             (default 0: the block is the pins, the runtime's tools and ``find_tools``).
         prefetch: ``deferred`` only: the most of this turn's top-ranked deferred tools loaded
             into the history before the model call (None: 3 under ``deferred``, else 0).
+        prefetch_max: ``deferred`` only: the most tools prefetched while the top of the ranking is
+            flat (default 6; ``prefetch`` or less: never more than ``prefetch``). A conversation
+            report's ``loads`` says what the widened slots were worth for a catalog.
         co_usage: tools called together; prefetches and searches bring a tool's usual
             companions along. Share one across a pack's conversations; None: a fresh one,
             seeded from ``pack.feedback`` when the pack has a feedback log (whose logged messages
@@ -184,6 +188,7 @@ class Conversation(ToolCalls, ConversationLoop):
         search_k: int = 5,
         hot: int = 0,
         prefetch: int | None = None,
+        prefetch_max: int = DEFAULT_PREFETCH_MAX,
         co_usage: CoUsage | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
@@ -224,6 +229,7 @@ class Conversation(ToolCalls, ConversationLoop):
             search_k=search_k,
             hot=hot,
             prefetch=prefetch,
+            prefetch_max=prefetch_max,
             co_usage=co_usage if co_usage is not None else co_usage_of(pack),
         )
         self.pack = pack

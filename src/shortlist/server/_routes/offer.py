@@ -26,7 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from shortlist._types import Candidate
 from shortlist.offer import OfferState, decide_offer, search_tools
 from shortlist.offer._bridge import offer_json
-from shortlist.offer._policies import DEFAULT_PREFETCH, default_policy
+from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_MAX, default_policy
 from shortlist.offer._state import MAX_STATE_COUNT
 from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
@@ -129,6 +129,13 @@ class OfferRequest(_Source):
     # the bounds sit inside, before the validator, so the OpenAPI schema states them on the nullable field
     prefetch: Annotated[int, Ge(0), Le(MAX_SEARCH_K), BeforeValidator(_integral)] | None = Field(
         default=None, description="`deferred`: top tools loaded now (default 3 under deferred)."
+    )
+    prefetch_max: JsonInt = Field(
+        default=DEFAULT_PREFETCH_MAX,
+        ge=0,
+        le=MAX_SEARCH_K,
+        description="`deferred`: the most tools prefetched while the ranking's top is flat "
+        "(`prefetch` or less: no widening).",
     )
     hot: JsonInt = Field(
         default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
@@ -256,6 +263,7 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
         k=body.k,
         prefix_tokens=body.prefix_tokens,
         prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
+        prefetch_max=body.prefetch_max,
         hot=body.hot,
     )
     if decided.selection is not None:
