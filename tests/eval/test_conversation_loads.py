@@ -13,7 +13,7 @@ from shortlist._types import Candidate
 from shortlist.eval._conversation_cases import ConversationCase, ConversationTurn
 from shortlist.eval._conversations import run_conversation_eval
 from shortlist.eval._datasets import load_tools
-from shortlist.eval._loads import LoadTally
+from shortlist.eval._loads import LoadTally, load_rows
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._search import ToolSearched
 from shortlist.offer._state import Offer
@@ -150,3 +150,25 @@ def test_policies_that_never_prefetch_name_no_companions(policy: OfferPolicy) ->
     session = ToolSession(binding, policy=policy, k=2, co_usage=taught)
     offer = session.offer("move the report into the archive folder")
     assert offer.prefetched == () and offer.companions == ()
+
+
+def test_load_rows_prefer_the_default_strategy_and_say_when_nothing_was_loaded() -> None:
+    tally = LoadTally()
+    conv = case("a")
+    tally.prefetched(conv, 0, ["a", "b"], [], {"a": 4, "b": 6})
+    loads = tally.to_json(conversations=2)
+    report: dict[str, Any] = {
+        "default": "deferred",
+        "conversations": 2,
+        "strategies": {"all": {}, "stable": {"loads": loads}},
+    }
+    name, rows = load_rows(report) or ("", [])
+    assert name == "stable"  # the default replayed nothing: the first strategy that loaded
+    assert [(r.source, r.now, r.never, r.never_tokens_per_conversation) for r in rows] == [
+        ("prefetch 1", 1, 0, 0.0),
+        ("prefetch 2", 0, 1, 3.0),
+    ]
+    assert rows[1].never_share == 1.0
+    report["strategies"]["deferred"] = {"loads": loads}
+    assert (load_rows(report) or ("", []))[0] == "deferred"
+    assert load_rows({"default": "deferred", "conversations": 1, "strategies": {"all": {}}}) is None

@@ -10,6 +10,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,6 +143,17 @@ def test_conversation_report_has_its_charts(tmp_path: Path) -> None:
         assert f'id="{chart}"' in page
     assert 'id="misses"' not in page and "(1.00×)" in page
     assert "<th>preloaded</th>" in page and "<th>× oracle @20,000</th>" in page
+    # where deferred's prefetched and searched definitions went, as the text output prints it
+    loads = page.split('id="conversation-loads"', 1)[1].split("</table>", 1)[0]
+    assert "<td>prefetch 1</td>" in loads and "<td>search result 1</td>" in loads
+
+
+def test_a_report_without_loads_has_no_loads_table() -> None:
+    row: dict[str, Any] = {"turn_recall": 1.0, "complete_turns": 1.0, "tools_per_turn": 1.0}
+    row |= {"tool_tokens_per_turn": 5.0, "tool_block_changes": 0.0, "cost": {"0": 10.0}}
+    report = {"conversations": 1, "turns": 1, "catalog_tokens": 5, "counter": "c", "default": "deferred"}
+    page = render_html(title="t", conversation={**report, "strategies": {"all": row}})
+    assert 'id="conversation"' in page and 'id="conversation-loads"' not in page
 
 
 def test_texts_are_escaped() -> None:

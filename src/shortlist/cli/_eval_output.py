@@ -123,40 +123,32 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
 
 def _loads_table(report: dict[str, Any], histories: list[int]) -> list[str]:
     """Where the default strategy's (else the first loading one's) prefetched and searched definitions went."""
-    rows = report["strategies"]
-    name = report["default"] if rows.get(report["default"], {}).get("loads") else None
-    name = name or next((n for n, m in rows.items() if m.get("loads")), None)
-    if name is None:
+    from shortlist.eval._loads import LOADS_NOTE, load_rows
+
+    found = load_rows(report)
+    if found is None:
         return []
-    loads = rows[name]["loads"]
-    conversations = max(report["conversations"], 1)
+    name, rows = found
     table = [["loaded by", "definitions", "called now", "later", "never", "never tokens/conv"]]
-    for part, by, label in (("prefetch", "by_slot", "prefetch"), ("search", "by_position", "search result")):
-        for key, b in loads[part][by].items():
-            what = f"{label} {key}" if key.isdigit() else f"{label} companion"
-            share = f" ({b['never'] / b['definitions']:.0%})" if b["definitions"] else ""
-            table.append(
-                [
-                    what,
-                    f"{b['definitions']:,}",
-                    f"{b['now']:,}",
-                    f"{b['later']:,}",
-                    f"{b['never']:,}{share}",
-                    f"{b['never_tokens'] / conversations:,.0f}",
-                ]
-            )
-    if len(table) == 1:
-        return []
+    for r in rows:
+        share = f" ({r.never_share:.0%})" if r.never_share is not None else ""
+        table.append(
+            [
+                r.source,
+                f"{r.definitions:,}",
+                f"{r.now:,}",
+                f"{r.later:,}",
+                f"{r.never:,}{share}",
+                f"{r.never_tokens_per_conversation:,.0f}",
+            ]
+        )
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     out = ["", f"where {name}'s loaded definitions went (at {histories[0]:,} tokens of history):"]
     out += [
         " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
         for r in table
     ]
-    out.append(
-        "prefetch n: the n-th tool a turn's prefetch took from the ranking; search result n: the n-th\n"
-        "of a page; companion: usually called with those; later: called on a later turn of the conversation"
-    )
+    out.append(LOADS_NOTE)
     return out
 
 

@@ -18,10 +18,15 @@ from typing import Any
 
 from shortlist.eval._conversation_cases import ConversationCase
 
-__all__ = ["COMPANION", "LoadTally"]
+__all__ = ["COMPANION", "LOADS_NOTE", "LoadRow", "LoadTally", "load_rows"]
 
 #: The key of the prefetched tools that co-usage added (they are not ranked).
 COMPANION = "companion"
+#: What the loads table's rows mean (the text output and the HTML report print it under the table).
+LOADS_NOTE = (
+    "prefetch n: the n-th tool a turn's prefetch took from the ranking; search result n: the n-th\n"
+    "of a page; companion: usually called with those; later: called on a later turn of the conversation"
+)
 
 
 @dataclass(slots=True)
@@ -134,3 +139,47 @@ class LoadTally:
                 by: {k: table[k].to_json() for k in keys},
             }
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRow:
+    """One line of the loads table: where the definitions came from and what became of them."""
+
+    source: str  # "prefetch 1", "prefetch companion", "search result 2", ...
+    definitions: int
+    now: int
+    later: int
+    never: int
+    never_tokens_per_conversation: float
+
+    @property
+    def never_share(self) -> float | None:
+        """The share of these definitions never called (None: there were none)."""
+        return self.never / self.definitions if self.definitions else None
+
+
+def load_rows(report: Mapping[str, Any]) -> tuple[str, list[LoadRow]] | None:
+    """The default strategy's ``loads`` (else the first strategy's that has any) as table rows, with
+    the strategy's name; None when no strategy loaded anything. The text output and the HTML
+    report both print these."""
+    rows = report.get("strategies", {})
+    name = report.get("default") if rows.get(report.get("default"), {}).get("loads") else None
+    name = name or next((n for n, m in rows.items() if m.get("loads")), None)
+    if name is None:
+        return None
+    loads = rows[name]["loads"]
+    conversations = max(int(report.get("conversations", 0)), 1)
+    out: list[LoadRow] = []
+    for part, by, label in (("prefetch", "by_slot", "prefetch"), ("search", "by_position", "search result")):
+        for key, b in loads.get(part, {}).get(by, {}).items():
+            out.append(
+                LoadRow(
+                    f"{label} {key}",
+                    b["definitions"],
+                    b["now"],
+                    b["later"],
+                    b["never"],
+                    b["never_tokens"] / conversations,
+                )
+            )
+    return (name, out) if out else None

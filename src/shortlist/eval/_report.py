@@ -20,6 +20,7 @@ from typing import Any
 from shortlist.eval._charts import bar_chart as bar_chart
 from shortlist.eval._charts import escape as _e
 from shortlist.eval._charts import line_chart
+from shortlist.eval._loads import LOADS_NOTE, load_rows
 from shortlist.eval._misses import KIND_ORDER, Miss, find_misses
 
 __all__ = ["Miss", "find_misses", "render_html"]
@@ -198,7 +199,28 @@ def _conversation_section(report: Mapping[str, Any]) -> str:
         f"<code>{_e(report['default'])}</code>.</p>"
     )
     table = f'<table id="conversation"><thead><tr>{thead}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    return f"<section><h2>Across a conversation</h2>{summary}{table}{charts}</section>"
+    return f"<section><h2>Across a conversation</h2>{summary}{table}{charts}{_loads_section(report)}</section>"
+
+
+def _loads_section(report: Mapping[str, Any]) -> str:
+    """The table of where the default strategy's loaded definitions went (empty when nothing was loaded)."""
+    found = load_rows(report)
+    if found is None:
+        return ""
+    name, rows = found
+    head = ["loaded by", "definitions", "called now", "later", "never", "never tokens / conversation"]
+    body = []
+    for r in rows:
+        share = f" ({r.never_share:.0%})" if r.never_share is not None else ""
+        cells = [r.source, _num(r.definitions), _num(r.now), _num(r.later), f"{_num(r.never)}{share}"]
+        cells.append(_tokens(r.never_tokens_per_conversation))
+        body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    thead = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return (
+        f"<h3>Where <code>{_e(name)}</code>'s loaded definitions went</h3>"
+        f'<table id="conversation-loads"><thead><tr>{thead}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f"<p>{_e(LOADS_NOTE)}</p>"
+    )
 
 
 def _no_tool_note(reports: Mapping[str, Mapping[str, Any]], k: int) -> str:
