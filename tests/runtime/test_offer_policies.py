@@ -20,6 +20,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from sdk_shapes import check
 
+from shortlist._types import Selection
 from shortlist.errors import ConfigError
 from shortlist.feedback import FeedbackStore
 from shortlist.runtime import ChatModel, Conversation, OpenAIChatModel, Pack, Tool
@@ -365,10 +366,10 @@ def test_a_packs_feedback_log_teaches_the_prefetch_what_comes_along(tmp_path: An
 
 @pytest.mark.parametrize(("prefetch_max", "expected"), [(None, 4), (2, 2), (0, 1)])
 def test_prefetch_max_bounds_the_widening_of_a_flat_top(prefetch_max: int | None, expected: int) -> None:
-    """A ranking without scores is flat: the prefetch widens from ``prefetch`` up to ``prefetch_max``."""
+    """Four tools scored alike are a flat top: the prefetch widens from ``prefetch`` up to ``prefetch_max``."""
 
-    def rank(q: Any, c: Any) -> list[str]:
-        return ["send_email", "get_weather", "convert_currency", "book_flight"]
+    def rank(q: Any, c: Any) -> Selection:
+        return Selection(("send_email", "get_weather", "convert_currency", "book_flight"), scores=(1.0,) * 4)
 
     options: dict[str, Any] = {} if prefetch_max is None else {"prefetch_max": prefetch_max}
     conv = Conversation(
@@ -381,3 +382,38 @@ def test_prefetch_max_bounds_the_widening_of_a_flat_top(prefetch_max: int | None
     )
     result = conv.send("email bob")
     assert result.report.offer is not None and len(result.report.offer["prefetched"]) == expected
+
+
+def test_a_ranking_without_scores_prefetches_its_own_top_in_its_own_order() -> None:
+    """Ids without scores say nothing about flatness, and a boost in score units must not reorder them."""
+
+    def rank(q: Any, c: Any) -> list[str]:
+        return ["convert_currency", "book_flight", "send_email", "get_weather"]
+
+    conv = Conversation(
+        Pack(tools=TOOLS),
+        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
+        format="anthropic",
+        prefetch=2,
+        tool_selector=FunctionSelector(rank),
+    )
+    conv.session.record_calls(["get_weather"])  # a server in use would lift its tools on scores
+    result = conv.send("anything")
+    assert result.report.offer is not None
+    assert result.report.offer["prefetched"] == ["convert_currency", "book_flight"]
+
+
+def test_the_servers_in_use_reorder_a_scored_ranking_but_never_an_unscored_one() -> None:
+    from shortlist._types import Candidate, Query, TurnSelection
+    from shortlist.offer._policies import suite_reranked
+
+    tools = [
+        Candidate(id=i, name=i, description=i, metadata={"server": s}) for i, s in (("a", "x"), ("b", "y"), ("c", "y"))
+    ]
+    by_id = {c.id: c for c in tools}
+    scored = TurnSelection(Query("q"), tuple(tools), ranked=("a", "b", "c"), scores={"a": 1.0, "b": 0.9, "c": 0.5})
+    order, boosted = suite_reranked(scored, by_id, ["b"], 0.3)
+    assert order == ["b", "a", "c"] and boosted["b"] == pytest.approx(1.2)  # server y is in use
+    unscored = TurnSelection(Query("q"), tuple(tools), ranked=("a", "b", "c"))
+    order, _ = suite_reranked(unscored, by_id, ["b"], 0.3)
+    assert order == ["a", "b", "c"]  # the selector's own order: no scores to add a boost to

@@ -224,10 +224,12 @@ def suite_reranked(
 ) -> tuple[list[str], dict[str, float]]:
     """``turn``'s ranking with ``boost`` added to the tools of a server or suite among ``used``'s.
 
-    Returns the new order (ties keep the ranking's order) and the boosted scores.
+    Returns the new order (ties keep the ranking's order) and the boosted scores. A ranking without
+    scores (a selector that returns ids only) keeps its order: the boost is in score units, and on
+    scores that are all missing it would put every tool of a server in use above the selector's picks.
     """
     scores = {i: turn.scores.get(i, 0.0) for i in turn.ranked}
-    if boost > 0 and used:
+    if boost > 0 and used and turn.scores:
         groups = groups_of(used, by_id)
         for i in scores:
             if candidate_group(by_id[i]) in groups:
@@ -248,10 +250,12 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     ``cd`` of the file system in use outranks a verbose tool of a server never touched. Then the
     top ``prefetch`` are loaded, and up to ``prefetch_max`` while a tool scores within
     ``prefetch_flat`` of the first: a flat top means the ranking cannot tell, and recall is cheaper
-    than a search round trip.
+    than a search round trip. A ranking without scores (ids only) is read as it is: its top ``prefetch``.
     """
     order, scores = suite_reranked(turn, t.by_id, t.state.called, o.suite_boost)
     n = min(o.prefetch, len(order))
+    if not turn.scores:  # no scores, no flatness to read: the selector's top ``prefetch``
+        return order[:n]
     top = scores[order[0]] if order else 0.0
     while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
         n += 1
