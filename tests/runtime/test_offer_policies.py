@@ -417,3 +417,28 @@ def test_the_servers_in_use_reorder_a_scored_ranking_but_never_an_unscored_one()
     unscored = TurnSelection(Query("q"), tuple(tools), ranked=("a", "b", "c"))
     order, _ = suite_reranked(unscored, by_id, ["b"], 0.3)
     assert order == ["a", "b", "c"]  # the selector's own order: no scores to add a boost to
+
+
+def test_the_prefetch_event_names_the_co_usage_companions() -> None:
+    from shortlist.selection._cousage import CoUsage
+
+    taught = CoUsage(min_count=1)
+    taught.observe(["send_email", "get_weather"])
+
+    def rank(q: Any, c: Any) -> Selection:
+        return Selection(("send_email", "book_flight"), scores=(2.0, 1.0))
+
+    conv = Conversation(
+        Pack(tools=TOOLS),
+        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
+        format="anthropic",
+        prefetch=1,
+        co_usage=taught,
+        tool_selector=FunctionSelector(rank),
+    )
+    result = conv.send("email bob")
+    assert result.report.offer is not None
+    assert result.report.offer["prefetched"] == ["send_email", "get_weather"]
+    assert result.report.offer["companions"] == ["get_weather"]
+    (event,) = [e for e in result.report.events if e["name"] == "runtime.tools_prefetched"]
+    assert list(event["tools"]) == ["send_email", "get_weather"] and list(event["companions"]) == ["get_weather"]

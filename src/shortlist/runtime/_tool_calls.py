@@ -57,7 +57,12 @@ class ToolCalls(OfferedTools):
         content = search_result_content(self.format, defs, mode=self._result_mode(), groups=self._namespaces())
         self._append({"role": "tool", "tool_call_id": call_id, "content": content})
         self._searches[call_id] = tuple(d.name for d in defs)
-        emit(ToolsPrefetched(tools=tuple(d.name for d in defs)))
+        companions = {d.name for d in self._defs(offer.companions)}
+        emit(
+            ToolsPrefetched(
+                tools=tuple(d.name for d in defs), companions=tuple(d.name for d in defs if d.name in companions)
+            )
+        )
 
     async def _search(self, call: ToolCall, report: TurnReport) -> str | list[dict[str, Any]]:
         """The escape hatch: rank the tools the model cannot call yet for its query."""

@@ -41,9 +41,13 @@ class BridgeCallRefused(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolsPrefetched(Event):
-    """Deferred tools were loaded into the history before the model call (no model call spent)."""
+    """Deferred tools were loaded into the history before the model call (no model call spent).
+
+    ``companions`` names those of ``tools`` loaded because they are usually called with the others.
+    """
 
     name: ClassVar[str] = "runtime.tools_prefetched"
     area: ClassVar[str] = "runtime"
     level: int = logging.INFO
     tools: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
