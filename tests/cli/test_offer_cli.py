@@ -99,3 +99,16 @@ def test_prefetch_max_bounds_the_widening_of_a_flat_top(tmp_path: Path, flag: tu
 def test_a_negative_prefetch_max_is_a_one_line_error() -> None:
     out = offer("send a message", "--prefetch-max", "-1")
     assert out.returncode != 0 and "--prefetch-max" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("command", ["offer", "eval"])
+def test_the_help_states_the_prefetch_defaults_the_offer_uses(command: str) -> None:
+    """The help text cannot import the offer (start-up time), so it repeats its defaults: keep them equal."""
+    from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_MAX
+
+    helped = run_cli(command, "--help")
+    text = " ".join(helped.stdout.split())
+    assert f"top tools loaded this turn (default {DEFAULT_PREFETCH})" in text or (
+        f"top tools loaded per turn (default {DEFAULT_PREFETCH})" in text
+    )
+    assert f"flat (default {DEFAULT_PREFETCH_MAX};" in text or f"flat (default {DEFAULT_PREFETCH_MAX})" in text
