@@ -87,8 +87,18 @@ def test_the_text_block_shows_the_search_tool_it_offers() -> None:
     assert json.loads(native)["bridge"] is False
 
 
-@pytest.mark.parametrize(("flag", "expected"), [((), 4), (("--prefetch-max", "2"), 2), (("--prefetch-max", "0"), 1)])
-def test_prefetch_max_bounds_the_widening_of_a_flat_top(tmp_path: Path, flag: tuple[str, ...], expected: int) -> None:
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        (("--prefetch-cold", "0"), 4),
+        (("--prefetch-max", "2", "--prefetch-cold", "0"), 2),
+        (("--prefetch-max", "0", "--prefetch-cold", "0"), 1),
+        (("--prefetch-max", "1"), 3),  # the first turn: 2 more, widened 2 further
+    ],
+)
+def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
+    tmp_path: Path, flag: tuple[str, ...], expected: int
+) -> None:
     catalog = tmp_path / "ties.json"  # four tools with the same words: a flat top
     catalog.write_text(json.dumps([{"name": f"send_{i}", "description": "Send a message."} for i in range(4)]))
     out = offer("send a message", "--catalog", str(catalog), "--prefetch", "1", *flag, "--json")
@@ -96,18 +106,20 @@ def test_prefetch_max_bounds_the_widening_of_a_flat_top(tmp_path: Path, flag: tu
     assert len(json.loads(out.stdout)["prefetched"]) == expected
 
 
-def test_a_negative_prefetch_max_is_a_one_line_error() -> None:
-    out = offer("send a message", "--prefetch-max", "-1")
-    assert out.returncode != 0 and "--prefetch-max" in out.stderr and "Traceback" not in out.stderr
+@pytest.mark.parametrize("flag", ["--prefetch-max", "--prefetch-cold"])
+def test_a_negative_prefetch_bound_is_a_one_line_error(flag: str) -> None:
+    out = offer("send a message", flag, "-1")
+    assert out.returncode != 0 and flag in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("command", ["offer", "eval"])
 def test_the_help_states_the_prefetch_defaults_the_offer_uses(command: str) -> None:
     """The help text cannot import the offer (start-up time), so it repeats its defaults: keep them equal."""
-    from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_MAX
+    from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX
 
     helped = run_cli(command, "--help")
     text = " ".join(helped.stdout.split())
+    assert f"while no tool was called yet (default {DEFAULT_PREFETCH_COLD})" in text
     assert f"top tools loaded this turn (default {DEFAULT_PREFETCH})" in text or (
         f"top tools loaded per turn (default {DEFAULT_PREFETCH})" in text
     )

@@ -207,13 +207,18 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
     (tmp_path / "conversations.jsonl").write_text(json.dumps({"cid": "c", "turns": [turn]}) + "\n")
     base = ("--dataset", str(tmp_path), "--selector", "bm25", "--strategies", "deferred", "--json", "--no-progress")
     default, wide, narrow = (
-        cli(*base, "--prefetch", "1", *extra) for extra in ((), ("--prefetch-max", "3"), ("--prefetch-max", "0"))
+        cli(*base, "--prefetch", "1", "--prefetch-cold", "0", *extra)
+        for extra in ((), ("--prefetch-max", "3"), ("--prefetch-max", "0"))
     )
     assert default.returncode == wide.returncode == narrow.returncode == 0, default.stderr + wide.stderr + narrow.stderr
     reports = [json.loads(out.stdout) for out in (default, wide, narrow)]
-    assert reports[0]["offer"] == {"k": 5, "search_k": 5, "prefetch": 1, "prefetch_max": 6}
+    assert reports[0]["offer"] == {"k": 5, "search_k": 5, "prefetch": 1, "prefetch_max": 4, "prefetch_cold": 0}
     assert reports[1]["offer"]["prefetch_max"] == 3 and reports[2]["offer"]["prefetch_max"] == 0
     slots = [r["strategies"]["deferred"]["loads"]["prefetch"]["by_slot"] for r in reports]
     assert list(slots[0]) == ["1", "2", "3", "4"] and list(slots[1]) == ["1", "2", "3"] and list(slots[2]) == ["1"]
-    bad = cli(*base, "--prefetch-max", "-2")
-    assert bad.returncode != 0 and "--prefetch-max must be >= 0" in bad.stderr and "Traceback" not in bad.stderr
+    cold = json.loads(cli(*base, "--prefetch", "1", "--prefetch-max", "1").stdout)  # the first turn: 1 + 2
+    assert cold["offer"]["prefetch_cold"] == 2
+    assert list(cold["strategies"]["deferred"]["loads"]["prefetch"]["by_slot"]) == ["1", "2", "3"]
+    for flag in ("--prefetch-max", "--prefetch-cold"):
+        bad = cli(*base, flag, "-2")
+        assert bad.returncode != 0 and f"{flag} must be >= 0" in bad.stderr and "Traceback" not in bad.stderr

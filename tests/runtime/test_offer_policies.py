@@ -364,14 +364,22 @@ def test_a_packs_feedback_log_teaches_the_prefetch_what_comes_along(tmp_path: An
     assert second.report.offer["prefetched"] == ["book_flight", "convert_currency"]  # learned, never named
 
 
-@pytest.mark.parametrize(("prefetch_max", "expected"), [(None, 4), (2, 2), (0, 1)])
-def test_prefetch_max_bounds_the_widening_of_a_flat_top(prefetch_max: int | None, expected: int) -> None:
-    """Four tools scored alike are a flat top: the prefetch widens from ``prefetch`` up to ``prefetch_max``."""
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"prefetch_cold": 0}, 4),  # the default prefetch_max (4)
+        ({"prefetch_max": 2, "prefetch_cold": 0}, 2),
+        ({"prefetch_max": 0, "prefetch_cold": 0}, 1),  # no widening
+        ({"prefetch_max": 1}, 3),  # nothing called yet: 1 + 2 loaded, up to 1 + 2
+    ],
+)
+def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(options: dict[str, Any], expected: int) -> None:
+    """Four tools scored alike are a flat top: the prefetch widens from ``prefetch`` up to ``prefetch_max``,
+    both ``prefetch_cold`` more while the conversation has called nothing."""
 
     def rank(q: Any, c: Any) -> Selection:
         return Selection(("send_email", "get_weather", "convert_currency", "book_flight"), scores=(1.0,) * 4)
 
-    options: dict[str, Any] = {} if prefetch_max is None else {"prefetch_max": prefetch_max}
     conv = Conversation(
         Pack(tools=TOOLS),
         model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
@@ -433,6 +441,7 @@ def test_the_prefetch_event_names_the_co_usage_companions() -> None:
         model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
         format="anthropic",
         prefetch=1,
+        prefetch_cold=0,
         co_usage=taught,
         tool_selector=FunctionSelector(rank),
     )

@@ -72,10 +72,38 @@ def test_deferred_block_never_changes_and_search_loads_into_history() -> None:
     assert not [e for e in events if isinstance(e, OfferChanged)]
 
 
-def test_deferred_prefetches_three_by_default_and_zero_otherwise() -> None:
-    assert ToolSession(shortlist(), policy="deferred").prefetch == 3
+def test_deferred_prefetches_two_by_default_two_more_before_a_call_and_zero_otherwise() -> None:
+    deferred = ToolSession(shortlist(), policy="deferred")
+    assert (deferred.prefetch, deferred.prefetch_max, deferred.prefetch_cold) == (2, 4, 2)
     assert ToolSession(shortlist(), policy="stable").prefetch == 0
     assert ToolSession(shortlist(), policy="per_turn").prefetch == 0
+    with pytest.raises(ConfigError, match="prefetch_cold"):
+        ToolSession(shortlist(), prefetch_cold=-1)
+
+
+#: Eight tools scored alike: a flat top, so the prefetch loads as deep as its bounds allow.
+TIED = tuple(Candidate(f"send_{i}", description="send a message") for i in range(8))
+
+
+def tied(q: Query, cands: Sequence[Candidate]) -> Selection:
+    return Selection(tuple(c.id for c in cands), scores=(1.0,) * len(cands))
+
+
+def test_before_the_first_call_the_prefetch_loads_more_and_widens_further() -> None:
+    sl = Shortlist(TIED, selector=FunctionSelector(tied))
+    cold = ToolSession(sl, prefetch=1, prefetch_max=2, prefetch_cold=2)
+    assert len(cold.offer("send a message").prefetched) == 4  # nothing called: 1 + 2, widened up to 2 + 2
+    warm = ToolSession(sl, prefetch=1, prefetch_max=2, prefetch_cold=2, state=OfferState(called=("send_7",)))
+    assert len(warm.offer("send a message").prefetched) == 2  # a call is evidence: 1, widened up to 2
+
+
+def test_no_prefetch_stays_no_prefetch_before_the_first_call() -> None:
+    s = ToolSession(Shortlist(TIED, selector=FunctionSelector(tied)), prefetch=0, prefetch_cold=2)
+    assert s.offer("send a message").prefetched == ()
+    cold_off = ToolSession(
+        Shortlist(TIED, selector=FunctionSelector(tied)), prefetch=1, prefetch_max=1, prefetch_cold=0
+    )
+    assert len(cold_off.offer("send a message").prefetched) == 1
 
 
 def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:
@@ -319,7 +347,7 @@ _SUITES = (
 def test_the_servers_a_conversation_called_weigh_in_the_prefetch_and_the_search() -> None:
     scores = {"web_get": 0.6, "web_post": 0.59, "web_put": 0.58, "web_head": 0.3, "fs_cat": 0.45, "fs_ls": 0.1}
     sl = Shortlist(_SUITES, selector=_Scored(scores))
-    plain = ToolSession(sl, suite_boost=0, prefetch_max=3)
+    plain = ToolSession(sl, suite_boost=0, prefetch=3, prefetch_max=3, prefetch_cold=0)
     assert plain.offer("show the file").prefetched == ("web_get", "web_post", "web_put")
     used = ToolSession(sl, prefetch_max=3, state=OfferState(called=("fs_cd",)))  # the default boost
     assert used.offer("show the file").prefetched[0] == "fs_cat"  # 0.45 + boost beats 0.6
@@ -352,15 +380,19 @@ def test_a_search_keeps_slots_for_the_servers_the_conversation_called() -> None:
 def test_a_flat_top_prefetches_deeper_up_to_the_cap() -> None:
     flat = {"web_get": 0.60, "web_post": 0.59, "web_put": 0.58, "web_head": 0.57, "fs_cat": 0.56, "fs_ls": 0.2}
     sl = Shortlist(_SUITES, selector=_Scored(flat))
-    assert ToolSession(sl, prefetch_flat=0.05, prefetch_max=6).offer("x").prefetched == (
+    assert ToolSession(sl, prefetch=3, prefetch_flat=0.05, prefetch_max=6, prefetch_cold=0).offer("x").prefetched == (
         "web_get",
         "web_post",
         "web_put",
         "web_head",
         "fs_cat",
     )  # fs_ls is 0.4 below the top: not flat
-    assert len(ToolSession(sl, prefetch_flat=0.05, prefetch_max=4).offer("x").prefetched) == 4
-    assert len(ToolSession(sl, prefetch_flat=0.0, prefetch_max=6).offer("x").prefetched) == 3
+    assert (
+        len(ToolSession(sl, prefetch=3, prefetch_flat=0.05, prefetch_max=4, prefetch_cold=0).offer("x").prefetched) == 4
+    )
+    assert (
+        len(ToolSession(sl, prefetch=3, prefetch_flat=0.0, prefetch_max=6, prefetch_cold=0).offer("x").prefetched) == 3
+    )
     with pytest.raises(ConfigError):
         ToolSession(sl, suite_boost=-1)
 

@@ -233,6 +233,8 @@ def test_offer_requests_are_validated_strictly(app_factory: Any) -> None:
             {**base, "prefetch": 51},
             {**base, "prefetch_max": 51},
             {**base, "prefetch_max": -1},
+            {**base, "prefetch_cold": 51},
+            {**base, "prefetch_cold": -1},
             {**base, "prefix_tokens": -5},
             {**base, "messages": [{"role": "user", "content": "x"}]},  # both query and messages
             {"catalog": "example"},  # neither
@@ -361,14 +363,21 @@ def test_the_answer_says_which_fixed_tools_to_offer(app_factory: Any) -> None:
 TIES = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message."} for i in range(4)]
 
 
-@pytest.mark.parametrize(("prefetch_max", "expected"), [(None, 4), (2, 2), (0, 1)])
-def test_prefetch_max_bounds_the_widening_of_a_flat_top(
-    app_factory: Any, prefetch_max: int | None, expected: int
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"prefetch_cold": 0}, 4),
+        ({"prefetch_max": 2, "prefetch_cold": 0}, 2),
+        ({"prefetch_max": 0, "prefetch_cold": 0}, 1),
+        ({"prefetch_max": 1}, 3),  # nothing called yet: 2 more, widened 2 further
+        ({"prefetch_max": 1, "state": {"called": ["send_3"]}}, 1),  # a tool was called: no cold extra
+    ],
+)
+def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
+    app_factory: Any, options: dict[str, Any], expected: int
 ) -> None:
     body: dict[str, Any] = {"candidates": TIES, "query": "send a message", "policy": "deferred", "k": 1, "prefetch": 1}
-    if prefetch_max is not None:
-        body["prefetch_max"] = prefetch_max
     with app_factory(selector="bm25") as srv, srv.client() as c:
-        r = c.post("/v1/offer", json=body)
+        r = c.post("/v1/offer", json={**body, **options})
     assert r.status_code == 200, r.text
     assert len(r.json()["prefetched"]) == expected

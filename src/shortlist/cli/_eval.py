@@ -94,11 +94,16 @@ def register(sub: Any) -> None:
         "--history", default="0,20000", help="prior-history sizes in tokens to price at (default 0,20000)"
     )
     conv.add_argument("--search-k", type=int, default=5, help="tools one search returns (default 5)")
-    conv.add_argument("--prefetch", type=int, default=3, help="deferred: top tools loaded per turn (default 3)")
+    conv.add_argument("--prefetch", type=int, help="deferred: top tools loaded per turn (default 2)")
     conv.add_argument(
         "--prefetch-max",
         type=int,
-        help="deferred: most tools loaded while the ranking's top is flat (default 6; --prefetch or less: no widening)",
+        help="deferred: most tools loaded while the ranking's top is flat (default 4; --prefetch or less: no widening)",
+    )
+    conv.add_argument(
+        "--prefetch-cold",
+        type=int,
+        help="deferred: loaded more, and widened further, while no tool was called yet (default 2)",
     )
     conv.add_argument("--max-searches", type=int, default=2, help="searches the simulated model makes a turn (2)")
     conv.add_argument(

@@ -31,7 +31,7 @@ def run_conversations(
     from shortlist.eval._conversations import CostModel, Simulation, run_conversation_eval
     from shortlist.eval._datasets import load_tools
     from shortlist.offer import OfferPolicy, Prices, ToolSession
-    from shortlist.offer._policies import DEFAULT_POLICY, DEFAULT_PREFETCH_MAX
+    from shortlist.offer._policies import DEFAULT_POLICY, DEFAULT_PREFETCH, DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX
     from shortlist.rankers._registry import create_builtin_selector
     from shortlist.selection._cousage import CoUsage
     from shortlist.selection._facade import Shortlist
@@ -52,10 +52,16 @@ def run_conversations(
     ):
         if size < 0:
             raise ConfigError(f"{flag} must be >= 0, not {size}")
-    for flag, count in (("--prefetch", args.prefetch), ("--prefetch-max", args.prefetch_max)):
+    for flag, count in (
+        ("--prefetch", args.prefetch),
+        ("--prefetch-max", args.prefetch_max),
+        ("--prefetch-cold", args.prefetch_cold),
+    ):
         if count is not None and count < 0:
             raise ConfigError(f"{flag} must be >= 0, not {count}")
+    prefetch_n = DEFAULT_PREFETCH if args.prefetch is None else args.prefetch
     prefetch_max = DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max
+    prefetch_cold = DEFAULT_PREFETCH_COLD if args.prefetch_cold is None else args.prefetch_cold
     if args.history_budget is not None and args.history_budget < 1:
         raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
     from shortlist.runtime._context import DEFAULT_LOW_WATER
@@ -92,7 +98,7 @@ def run_conversations(
         shortlist.warm()
 
     def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
-        prefetch = args.prefetch if policy == "deferred" else 0
+        prefetch = prefetch_n if policy == "deferred" else 0
         return ToolSession(
             shortlist,
             policy=policy,
@@ -100,6 +106,7 @@ def run_conversations(
             search_k=args.search_k,
             prefetch=prefetch,
             prefetch_max=prefetch_max,
+            prefetch_cold=prefetch_cold,
             co_usage=co_usage,
             prices=prices,  # stable weighs its changes with the prices the replay bills
         )
@@ -127,7 +134,13 @@ def run_conversations(
             )
     finally:
         selector.close()
-    report["offer"] = {"k": args.k, "search_k": args.search_k, "prefetch": args.prefetch, "prefetch_max": prefetch_max}
+    report["offer"] = {
+        "k": args.k,
+        "search_k": args.search_k,
+        "prefetch": prefetch_n,
+        "prefetch_max": prefetch_max,
+        "prefetch_cold": prefetch_cold,
+    }
     if added:
         report["added_tools"] = [a.to_json() for a in added]
     if args.query_precision != "float32":  # what the figures were measured with

@@ -45,9 +45,14 @@ def register(sub: Any) -> None:
         help="the offer policy (default: the format's: deferred; openai calls found tools through call_tool)",
     )
     p.add_argument("--k", type=int, default=5, help="tools ranked per turn (default 5)")
-    p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 3)")
+    p.add_argument("--prefetch", type=int, help="deferred: top tools loaded this turn (default 2)")
     p.add_argument(
-        "--prefetch-max", type=int, help="deferred: most tools loaded while the ranking's top is flat (default 6)"
+        "--prefetch-max", type=int, help="deferred: most tools loaded while the ranking's top is flat (default 4)"
+    )
+    p.add_argument(
+        "--prefetch-cold",
+        type=int,
+        help="deferred: loaded more, and widened further, while no tool was called yet (default 2)",
     )
     p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
     p.add_argument("--prefix-tokens", type=int, default=0, help="system prompt + history behind the block")
@@ -73,14 +78,14 @@ def run(args: argparse.Namespace) -> int:
     from shortlist.errors import ConfigError
     from shortlist.offer import OfferState, ToolSession
     from shortlist.offer._bridge import offer_json
-    from shortlist.offer._policies import DEFAULT_PREFETCH_MAX, default_policy
+    from shortlist.offer._policies import DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX, default_policy
     from shortlist.selection._facade import DEFAULT, Shortlist
 
     if (args.query is None) == (args.messages is None) and args.search is None:
         raise ConfigError("offer needs exactly one of QUERY or --messages (or --search QUERY)")
-    counts = (args.k, args.hot, args.prefix_tokens, args.prefetch, args.prefetch_max)
+    counts = (args.k, args.hot, args.prefix_tokens, args.prefetch, args.prefetch_max, args.prefetch_cold)
     if any(n is not None and n < 0 for n in counts):
-        raise ConfigError("--k, --prefetch, --prefetch-max, --hot and --prefix-tokens must be >= 0")
+        raise ConfigError("--k, --prefetch, --prefetch-max, --prefetch-cold, --hot and --prefix-tokens must be >= 0")
     if args.catalog:
         catalog = load_catalog(args.catalog)
     else:
@@ -95,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             k=args.k,
             prefetch=args.prefetch,
             prefetch_max=DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max,
+            prefetch_cold=DEFAULT_PREFETCH_COLD if args.prefetch_cold is None else args.prefetch_cold,
             hot=args.hot,
             state=state,
         )

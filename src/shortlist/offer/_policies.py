@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_POLICY",
     "DEFAULT_PREFETCH",
+    "DEFAULT_PREFETCH_COLD",
     "DEFAULT_PREFETCH_FLAT",
     "DEFAULT_PREFETCH_MAX",
     "DEFAULT_SUITE_BOOST",
@@ -66,15 +67,24 @@ FORMAT_POLICIES: Mapping[str, OfferPolicy] = {
     "openai": "deferred",
     "openai-responses": "deferred",
 }
-#: ``deferred``: how many of a turn's top tools are loaded into the history before the call.
-DEFAULT_PREFETCH = 3
+#: ``deferred``: how many of a turn's top tools are loaded into the history before the call, once
+#: the conversation has called a tool (:data:`DEFAULT_PREFETCH_COLD` more before that).
+DEFAULT_PREFETCH = 2
 #: ``deferred``: the most tools prefetched when the top of the ranking is flat, and how close to
 #: the first tool's score "flat" is (in the default hybrid's score units). Measured on the
 #: development large catalog (1,004 tools) and the 128-tool set (docs/evaluation.md, "At scale"):
 #: 0.12 preloads more of a turn than 0.05 (0.853 against 0.830 at 1,004 tools), completes more
 #: turns there and costs about the same with no history, less behind one (fewer searches).
-DEFAULT_PREFETCH_MAX = 6
+DEFAULT_PREFETCH_MAX = 4
 DEFAULT_PREFETCH_FLAT = 0.12
+#: ``deferred``: how many more tools the prefetch loads, and how much further a flat top widens it,
+#: while the conversation has called no tool yet. Before the first call nothing says which servers
+#: are in use, so recall comes first (the top 4, up to 6); after it the servers in use and the
+#: co-usage companions concentrate the ranking, and a 3rd or 4th tool is called too rarely to pay
+#: for its definition (the top 2, up to 4). Measured against one depth for every turn (3, up to 6):
+#: the same complete turns at 0.975x-0.99x the cost (docs/evaluation.md, "Before and after the
+#: first call").
+DEFAULT_PREFETCH_COLD = 2
 #: What a tool of a server or suite the conversation already called gains on its score before the
 #: prefetch is chosen (in the default hybrid's score units; a search takes it as an option, off).
 DEFAULT_SUITE_BOOST = 0.3
@@ -159,6 +169,7 @@ class _Options:
     prefetch_max: int
     prefetch_flat: float
     suite_boost: float
+    prefetch_cold: int = 0
 
 
 #: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked),
@@ -189,6 +200,8 @@ def _stable(t: _Turn, o: _Options) -> _Decision:
 
 
 def _deferred(t: _Turn, o: _Options) -> _Decision:
+    if o.prefetch > 0 and o.prefetch_cold > 0 and not t.state.called:  # no evidence yet: recall first
+        o = replace(o, prefetch=o.prefetch + o.prefetch_cold, prefetch_max=o.prefetch_max + o.prefetch_cold)
     selection: TurnSelection | None = None
     deep = o.prefetch > 0 and (o.suite_boost > 0 or o.prefetch_max > o.prefetch)
     if t.first:  # ranked as deep as the prefetch reads: the block keeps only pins and ``hot``
@@ -286,6 +299,7 @@ def decide_offer(
     prefetch_max: int | None = DEFAULT_PREFETCH_MAX,
     prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
     suite_boost: float = DEFAULT_SUITE_BOOST,
+    prefetch_cold: int = 0,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -317,6 +331,10 @@ def decide_offer(
             (:func:`~shortlist._types.candidate_group`) the conversation already called, before
             the prefetch is chosen (0: the ranking's order; scores are in the selector's units,
             the default is measured on the default hybrid).
+        prefetch_cold: ``deferred``: while the conversation has called no tool (``state.called``
+            is empty), the prefetch loads this many more and widens this much further (0: the
+            same depth on every turn; :class:`~shortlist.offer.ToolSession` defaults to
+            :data:`DEFAULT_PREFETCH_COLD`). Ignored when ``prefetch`` is 0.
         hooks: extra event hooks for this call.
     """
     policy = check_policy(policy)
@@ -343,6 +361,7 @@ def decide_offer(
         max(prefetch, prefetch_max or 0),
         prefetch_flat,
         suite_boost,
+        prefetch_cold,
     )
     block, reason, selection, prefetched, companions = _POLICIES[policy](turn, options)
     state = turn.state

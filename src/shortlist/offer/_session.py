@@ -18,6 +18,7 @@ from shortlist.errors import ConfigError
 from shortlist.offer._policies import (
     DEFAULT_POLICY,
     DEFAULT_PREFETCH,
+    DEFAULT_PREFETCH_COLD,
     DEFAULT_PREFETCH_FLAT,
     DEFAULT_PREFETCH_MAX,
     DEFAULT_SUITE_BOOST,
@@ -48,6 +49,9 @@ class ToolSession:
         prices: cache prices used by ``stable``'s change rule.
         prefetch: ``deferred``: this turn's top tools loaded into the history before the call
             (None: :data:`DEFAULT_PREFETCH` under ``deferred``, else 0).
+        prefetch_cold: ``deferred``: while the conversation has called no tool yet, the prefetch
+            loads this many more and a flat top widens this much further (default
+            :data:`DEFAULT_PREFETCH_COLD`: the top 4, up to 6, then the top 2, up to 4).
         co_usage: tools called together (shared by a pack's conversations; learns from
             :meth:`record_calls`).
         horizon: ``stable``: model calls the conversation is expected to make (see
@@ -79,6 +83,7 @@ class ToolSession:
         suite_boost: float = DEFAULT_SUITE_BOOST,
         suite_slots: int = DEFAULT_SUITE_SLOTS,
         search_context: bool = True,
+        prefetch_cold: int = DEFAULT_PREFETCH_COLD,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -100,8 +105,9 @@ class ToolSession:
         self.search_k = search_k
         self.prices = prices or Prices()
         self.state = state or OfferState()
-        if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0:
-            raise ConfigError("prefetch_max, prefetch_flat and suite_boost must be non-negative")
+        if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0 or prefetch_cold < 0:
+            raise ConfigError("prefetch_max, prefetch_cold, prefetch_flat and suite_boost must be non-negative")
+        self.prefetch_cold = prefetch_cold
         if suite_slots < 0:
             raise ConfigError("suite_slots must be non-negative")
         self.suite_slots = suite_slots
@@ -136,6 +142,7 @@ class ToolSession:
             prefetch_max=self.prefetch_max,
             prefetch_flat=self.prefetch_flat,
             suite_boost=self.suite_boost,
+            prefetch_cold=self.prefetch_cold,
             hooks=hooks,
         )
         self.state = offer.state

@@ -52,7 +52,7 @@ from shortlist._types import Query, TurnSelection
 from shortlist.errors import ConfigError
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_NAME
-from shortlist.offer._policies import DEFAULT_PREFETCH_MAX
+from shortlist.offer._policies import DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX
 from shortlist.offer._search import SEARCH_TOOL_NAME
 from shortlist.offer._state import Offer
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
@@ -129,10 +129,13 @@ class Conversation(ToolCalls, ConversationLoop):
         hot: ``deferred`` only: the first turn's top tools kept in the fixed tools block
             (default 0: the block is the pins, the runtime's tools and ``find_tools``).
         prefetch: ``deferred`` only: the most of this turn's top-ranked deferred tools loaded
-            into the history before the model call (None: 3 under ``deferred``, else 0).
+            into the history before the model call (None: 2 under ``deferred``, else 0).
         prefetch_max: ``deferred`` only: the most tools prefetched while the top of the ranking is
-            flat (default 6; ``prefetch`` or less: never more than ``prefetch``). A conversation
+            flat (default 4; ``prefetch`` or less: never more than ``prefetch``). A conversation
             report's ``loads`` says what the widened slots were worth for a catalog.
+        prefetch_cold: ``deferred`` only: while the conversation has called no tool yet, the
+            prefetch loads this many more and widens this much further (default 2: the top 4, up
+            to 6, then the top 2, up to 4).
         co_usage: tools called together; prefetches and searches bring a tool's usual
             companions along. Share one across a pack's conversations; None: a fresh one,
             seeded from ``pack.feedback`` when the pack has a feedback log (whose logged messages
@@ -189,6 +192,7 @@ class Conversation(ToolCalls, ConversationLoop):
         hot: int = 0,
         prefetch: int | None = None,
         prefetch_max: int = DEFAULT_PREFETCH_MAX,
+        prefetch_cold: int = DEFAULT_PREFETCH_COLD,
         co_usage: CoUsage | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
@@ -230,6 +234,7 @@ class Conversation(ToolCalls, ConversationLoop):
             hot=hot,
             prefetch=prefetch,
             prefetch_max=prefetch_max,
+            prefetch_cold=prefetch_cold,
             co_usage=co_usage if co_usage is not None else co_usage_of(pack),
         )
         self.pack = pack

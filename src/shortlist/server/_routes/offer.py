@@ -26,7 +26,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from shortlist._types import Candidate
 from shortlist.offer import OfferState, decide_offer, search_tools
 from shortlist.offer._bridge import offer_json
-from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_MAX, default_policy
+from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX, default_policy
 from shortlist.offer._state import MAX_STATE_COUNT
 from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
@@ -128,7 +128,9 @@ class OfferRequest(_Source):
     k: JsonInt = Field(default=5, ge=0, le=10_000, description="Tools ranked into the block besides pins.")
     # the bounds sit inside, before the validator, so the OpenAPI schema states them on the nullable field
     prefetch: Annotated[int, Ge(0), Le(MAX_SEARCH_K), BeforeValidator(_integral)] | None = Field(
-        default=None, description="`deferred`: top tools loaded now (default 3 under deferred)."
+        default=None,
+        description=f"`deferred`: top tools loaded now (default {DEFAULT_PREFETCH} under deferred, "
+        f"{DEFAULT_PREFETCH + DEFAULT_PREFETCH_COLD} while the conversation has called no tool).",
     )
     prefetch_max: JsonInt = Field(
         default=DEFAULT_PREFETCH_MAX,
@@ -136,6 +138,13 @@ class OfferRequest(_Source):
         le=MAX_SEARCH_K,
         description="`deferred`: the most tools prefetched while the ranking's top is flat "
         "(`prefetch` or less: no widening).",
+    )
+    prefetch_cold: JsonInt = Field(
+        default=DEFAULT_PREFETCH_COLD,
+        ge=0,
+        le=MAX_SEARCH_K,
+        description="`deferred`: while `state.called` is empty, the prefetch loads this many more and widens "
+        "this much further.",
     )
     hot: JsonInt = Field(
         default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
@@ -264,6 +273,7 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
         prefix_tokens=body.prefix_tokens,
         prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
         prefetch_max=body.prefetch_max,
+        prefetch_cold=body.prefetch_cold,
         hot=body.hot,
     )
     if decided.selection is not None:
