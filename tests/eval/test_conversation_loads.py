@@ -34,8 +34,8 @@ def test_each_definition_is_called_now_later_or_never_by_where_it_came_from() ->
     tally = LoadTally()
     conv = case("a", "b", "c a")
     tokens = {"a": 10, "x": 20, "b": 30, "c": 40, "y": 5}
-    tally.prefetched(conv, 0, ["a", "x", "b", "c"], ["c"], tokens)
-    tally.searched(conv, 1, ["y", "b", "c"], ["c"], tokens)
+    tally.loaded("prefetch", conv, 0, ["a", "x", "b", "c"], ["c"], tokens)
+    tally.loaded("search", conv, 1, ["y", "b", "c"], ["c"], tokens)
     out = tally.to_json(conversations=2)
     prefetch, search = out["prefetch"], out["search"]
     assert prefetch["by_slot"] == {
@@ -57,7 +57,7 @@ def test_a_tool_called_now_and_later_counts_once_as_now_and_slots_sort_as_number
     tally = LoadTally()
     ids = [f"t{i}" for i in range(12)]
     conv = case("t0", "t0 t1")
-    tally.prefetched(conv, 0, ids, [], {})
+    tally.loaded("prefetch", conv, 0, ids, [], {})
     slots = tally.to_json(1)["prefetch"]["by_slot"]
     assert list(slots) == [str(i) for i in range(1, 13)]  # "10" after "9", not after "1"
     assert slots["1"]["now"] == 1 and slots["1"]["later"] == 0
@@ -155,7 +155,7 @@ def test_policies_that_never_prefetch_name_no_companions(policy: OfferPolicy) ->
 def test_load_rows_prefer_the_default_strategy_and_say_when_nothing_was_loaded() -> None:
     tally = LoadTally()
     conv = case("a")
-    tally.prefetched(conv, 0, ["a", "b"], [], {"a": 4, "b": 6})
+    tally.loaded("prefetch", conv, 0, ["a", "b"], [], {"a": 4, "b": 6})
     loads = tally.to_json(conversations=2)
     report: dict[str, Any] = {
         "default": "deferred",

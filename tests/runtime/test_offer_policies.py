@@ -364,6 +364,17 @@ def test_a_packs_feedback_log_teaches_the_prefetch_what_comes_along(tmp_path: An
     assert second.report.offer["prefetched"] == ["book_flight", "convert_currency"]  # learned, never named
 
 
+def answering_ok(rank: Any, **options: Any) -> Conversation:
+    """An Anthropic-format conversation over TOOLS ranked by ``rank``, whose model answers "ok" (no tool call)."""
+    return Conversation(
+        Pack(tools=TOOLS),
+        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
+        format="anthropic",
+        tool_selector=FunctionSelector(rank),
+        **options,
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
@@ -380,14 +391,7 @@ def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(options: dict[st
     def rank(q: Any, c: Any) -> Selection:
         return Selection(("send_email", "get_weather", "convert_currency", "book_flight"), scores=(1.0,) * 4)
 
-    conv = Conversation(
-        Pack(tools=TOOLS),
-        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
-        format="anthropic",
-        prefetch=1,
-        tool_selector=FunctionSelector(rank),
-        **options,
-    )
+    conv = answering_ok(rank, prefetch=1, **options)
     result = conv.send("email bob")
     assert result.report.offer is not None and len(result.report.offer["prefetched"]) == expected
 
@@ -398,13 +402,7 @@ def test_a_ranking_without_scores_prefetches_its_own_top_in_its_own_order() -> N
     def rank(q: Any, c: Any) -> list[str]:
         return ["convert_currency", "book_flight", "send_email", "get_weather"]
 
-    conv = Conversation(
-        Pack(tools=TOOLS),
-        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
-        format="anthropic",
-        prefetch=2,
-        tool_selector=FunctionSelector(rank),
-    )
+    conv = answering_ok(rank, prefetch=2)
     conv.session.record_calls(["get_weather"])  # a server in use would lift its tools on scores
     result = conv.send("anything")
     assert result.report.offer is not None
@@ -436,15 +434,7 @@ def test_the_prefetch_event_names_the_co_usage_companions() -> None:
     def rank(q: Any, c: Any) -> Selection:
         return Selection(("send_email", "book_flight"), scores=(2.0, 1.0))
 
-    conv = Conversation(
-        Pack(tools=TOOLS),
-        model=lambda req: {"content": [{"type": "text", "text": "ok"}]},
-        format="anthropic",
-        prefetch=1,
-        prefetch_cold=0,
-        co_usage=taught,
-        tool_selector=FunctionSelector(rank),
-    )
+    conv = answering_ok(rank, prefetch=1, prefetch_cold=0, co_usage=taught)
     result = conv.send("email bob")
     assert result.report.offer is not None
     assert result.report.offer["prefetched"] == ["send_email", "get_weather"]

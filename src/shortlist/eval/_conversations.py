@@ -257,7 +257,7 @@ class _Replay:
                 available = set(offer.available)
                 totals.changes += session.state.changes - before
                 if offer.prefetched:  # loaded by the runtime before the call: a search exchange, no model call
-                    totals.loads.prefetched(case, index, offer.prefetched, offer.companions, self._def_tokens)
+                    totals.loads.loaded("prefetch", case, index, offer.prefetched, offer.companions, self._def_tokens)
                     defs = [definition_text(self.by_id[i]) for i in offer.prefetched]
                     meter.history_tokens += self.exchange_tokens(PREFETCH_QUERY, defs)
             gold = turn.gold
@@ -290,7 +290,7 @@ class _Replay:
                 totals.changes += session.state.changes - before
                 searches += 1
                 companions = next((e.companions for e in reversed(heard) if isinstance(e, ToolSearched)), ())
-                totals.loads.searched(case, index, [c.id for c in found], companions, self._def_tokens)
+                totals.loads.loaded("search", case, index, [c.id for c in found], companions, self._def_tokens)
                 if session.policy == "deferred":  # the result expands into the found definitions
                     content = [definition_text(c) for c in found]
                 else:  # the found tools join the tools block of the next call

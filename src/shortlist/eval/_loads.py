@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from shortlist.eval._conversation_cases import ConversationCase
 
@@ -65,63 +65,30 @@ class LoadTally:
     prefetch: dict[str, _Bucket] = field(default_factory=dict)
     search: dict[str, _Bucket] = field(default_factory=dict)
 
-    def prefetched(
+    def loaded(
         self,
+        part: Literal["prefetch", "search"],
         case: ConversationCase,
         index: int,
         ids: Sequence[str],
         companions: Sequence[str],
         tokens: Mapping[str, int],
     ) -> None:
-        """Turn ``index`` of ``case`` prefetched ``ids``; ``companions`` of them came from co-usage."""
-        self._count(self.prefetch, case, index, ids, companions, tokens)
-
-    def searched(
-        self,
-        case: ConversationCase,
-        index: int,
-        ids: Sequence[str],
-        companions: Sequence[str],
-        tokens: Mapping[str, int],
-    ) -> None:
-        """A search on turn ``index`` of ``case`` returned ``ids`` (the page in order, then ``companions``)."""
-        self._count(self.search, case, index, ids, companions, tokens)
-
-    def _count(
-        self,
-        table: dict[str, _Bucket],
-        case: ConversationCase,
-        index: int,
-        ids: Sequence[str],
-        companions: Sequence[str],
-        tokens: Mapping[str, int],
-    ) -> None:
+        """Turn ``index`` of ``case`` loaded ``ids`` by a prefetch (in the ranking's order) or a search (in
+        page order); ``companions`` of them came from co-usage (the last ones)."""
+        table = self.prefetch if part == "prefetch" else self.search
+        now = case.turns[index].gold
+        later = frozenset().union(*(turn.gold for turn in case.turns[index + 1 :]))
         extra = set(companions)
         position = 0
-        for i in ids:
-            if i in extra:
+        for tool in ids:
+            if tool in extra:
                 key = COMPANION
             else:
                 position += 1
                 key = str(position)
-            self._add(table, key, i, case, index, tokens)
-
-    @staticmethod
-    def _add(
-        table: dict[str, _Bucket],
-        key: str,
-        tool: str,
-        case: ConversationCase,
-        index: int,
-        tokens: Mapping[str, int],
-    ) -> None:
-        if tool in case.turns[index].gold:
-            label = "now"
-        elif any(tool in turn.gold for turn in case.turns[index + 1 :]):
-            label = "later"
-        else:
-            label = "never"
-        table.setdefault(key, _Bucket()).add(label, tokens.get(tool, 0))
+            label = "now" if tool in now else "later" if tool in later else "never"
+            table.setdefault(key, _Bucket()).add(label, tokens.get(tool, 0))
 
     def to_json(self, conversations: int) -> dict[str, Any]:
         """``{"prefetch": {..., "by_slot": {...}}, "search": {..., "by_position": {...}}}``: each part's
