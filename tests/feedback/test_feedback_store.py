@@ -175,3 +175,23 @@ def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
     assert len(store.used_sets(limit=1)) == 1
     co = CoUsage.from_feedback(store)
     assert co.companions(["start_engine"]) == ["press_brake"]
+
+
+def test_the_logs_co_usage_is_read_once_while_it_does_not_change(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("start the car", used=["press_brake", "start_engine"])
+    first = store.co_usage()
+    assert store.co_usage() is first and first.frozen  # shared until the log changes
+    assert first.companions(["start_engine"]) == ["press_brake"]
+    store.record("and lock it", used=["start_engine", "lock_doors"])
+    again = store.co_usage()
+    assert again is not first and again.companions(["start_engine"]) == ["lock_doors", "press_brake"]
+    assert first.companions(["start_engine"]) == ["press_brake"]  # a table handed out never changes
+    store.record("a skill", used=["pdf", "docx"], kind="skill")
+    assert store.co_usage(kind="skill").companions(["pdf"]) == ["docx"]
+    assert store.co_usage().companions(["pdf"]) == []
+    # another connection (a replica, a CLI import) writes to the same file: this store reads it again
+    with FeedbackStore(tmp_path / "fb.db") as other:
+        other.record("q", used=["start_engine", "honk"])
+    assert "honk" in store.co_usage().companions(["start_engine"])
+    store.close()

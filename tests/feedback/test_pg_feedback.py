@@ -93,6 +93,10 @@ def test_replicas_learn_from_each_others_turns(pgvector_dsn: str, tmp_path: Path
         assert b.examples() == {}
         a.record("convert 10 usd to eur", ["fx"], ["fx"])
         assert b.examples() == {"fx": ["convert 10 usd to eur"]}  # recorded on a, served by b
+        assert b.co_usage().companions(["fx"]) == []
+        a.record("convert and chart it", ["fx"], ["fx", "chart"])
+        assert b.co_usage().companions(["fx"]) == ["chart"]  # b's shared table is read again
+        assert b.co_usage() is b.co_usage()
         path = tmp_path / "q.jsonl"
         path.write_text("\n".join(json.dumps({"qid": str(i), "text": f"q{i}", "gold": ["t"]}) for i in range(50)))
         added: list[int] = []
@@ -102,7 +106,7 @@ def test_replicas_learn_from_each_others_turns(pgvector_dsn: str, tmp_path: Path
         for t in threads:
             t.join()
         assert sum(added) == 50  # both replicas imported the file: each line once
-        assert len(a.examples()["t"]) == 50 and a.stats()["turns"] == 51
+        assert len(a.examples()["t"]) == 50 and a.stats()["turns"] == 52
         assert "password" not in a.stats()["path"]
     finally:
         a.close()

@@ -239,6 +239,72 @@ def test_search_brings_co_used_tools_along() -> None:
     assert s.state.called == ("book_flight", "send_email")
 
 
+def _brute_companions(turns: list[set[str]], ids: Sequence[str], exclude: set[str], co: CoUsage) -> list[str]:
+    """The companions rule read off the turns directly (every pair of every turn), for comparison."""
+    scores: dict[str, float] = {}
+    for src in ids:
+        seen = sum(1 for t in turns if src in t)
+        for dst in {d for t in turns if src in t for d in t}:
+            shared = sum(1 for t in turns if src in t and dst in t)
+            if dst in ids or dst in exclude or shared < co.min_count or not seen:
+                continue
+            if shared / seen >= co.min_ratio:
+                scores[dst] = max(scores.get(dst, 0.0), shared / seen)
+    return sorted(scores, key=lambda d: (-scores[d], d))[: co.limit]
+
+
+def test_a_table_layered_on_a_base_reads_both_and_teaches_only_itself() -> None:
+    import random
+
+    rng = random.Random(7)
+    tools = [f"t{i}" for i in range(8)]
+    for _ in range(30):
+        below = [set(rng.sample(tools, rng.randint(1, 4))) for _ in range(rng.randint(0, 12))]
+        above = [set(rng.sample(tools, rng.randint(1, 4))) for _ in range(rng.randint(0, 12))]
+        options = {"min_count": rng.randint(1, 3), "min_ratio": rng.choice([0.2, 0.3, 0.5, 1.0]), "limit": 3}
+        base = CoUsage(**options).observe_all(below)  # type: ignore[arg-type]
+        layered = CoUsage(base=base, **options).observe_all(above)  # type: ignore[arg-type]
+        flat = CoUsage(**options).observe_all([*below, *above])  # type: ignore[arg-type]
+        for _ in range(5):
+            ids = rng.sample(tools, rng.randint(1, 2))
+            exclude = set(rng.sample(tools, rng.randint(0, 2)))
+            expected = _brute_companions([*below, *above], ids, exclude, layered)
+            assert layered.companions(ids, exclude=exclude) == flat.companions(ids, exclude=exclude) == expected
+            assert base.companions(ids, exclude=exclude) == _brute_companions(below, ids, exclude, base)
+        assert layered.turns == flat.turns == sum(map(len, below)) + sum(map(len, above))
+
+
+def test_a_frozen_table_cannot_be_taught_and_a_layer_on_it_can() -> None:
+    shared = CoUsage(frozen=True)
+    with pytest.raises(ValueError, match=r"CoUsage\(base=table\)"):
+        shared.observe(["start_engine", "press_brake"])
+    layer = CoUsage(base=shared)
+    layer.observe(["start_engine", "press_brake"])
+    assert layer.companions(["start_engine"]) == ["press_brake"] and shared.companions(["start_engine"]) == []
+
+
+def test_a_session_learns_on_top_of_the_bound_logs_co_usage(tmp_path: Path) -> None:
+    from shortlist.feedback import FeedbackStore
+
+    log = FeedbackStore(tmp_path / "fb.db")
+    log.record("book a trip", used=["book_flight", "convert_currency"])
+    sl = Shortlist(CATALOG, selector=FunctionSelector(by_words), examples=log)
+    assert sl.co_usage() is log.co_usage()  # the log's one shared table
+    s = ToolSession(sl, policy="deferred", k=1, prefetch=1, prefetch_max=1, prefetch_cold=0)  # co_usage="log"
+    offer = s.offer("book a flight")
+    assert offer.prefetched == ("book_flight", "convert_currency") and offer.companions == ("convert_currency",)
+    s.record_calls(["book_flight", "send_email"])  # this conversation's own table learns it
+    assert s.co_usage is not None and "send_email" in s.co_usage.companions(["book_flight"])
+    assert log.co_usage().companions(["book_flight"]) == ["convert_currency"]  # the shared one does not
+    off = ToolSession(sl, policy="deferred", k=1, prefetch=1, prefetch_max=1, prefetch_cold=0, co_usage=None)
+    assert off.offer("book a flight").prefetched == ("book_flight",)
+    alone = ToolSession(shortlist(), policy="deferred")  # no log bound: nothing to layer on
+    assert alone.co_usage is None
+    with pytest.raises(ConfigError, match="co_usage must be"):
+        ToolSession(sl, co_usage="feedback")  # type: ignore[arg-type]
+    log.close()
+
+
 def test_search_tool_name_is_reserved_outside_the_catalog() -> None:
     assert SEARCH_TOOL_NAME not in {c.id for c in CATALOG}
 

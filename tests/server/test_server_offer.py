@@ -381,3 +381,38 @@ def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
         r = c.post("/v1/offer", json={**body, **options})
     assert r.status_code == 200, r.text
     assert len(r.json()["prefetched"]) == expected
+
+
+def test_companions_come_from_the_bound_feedback_log_and_follow_it(tmp_path: Path, app_factory: Any) -> None:
+    """A service bound to a feedback log (``--examples``) brings a likely tool's usual companions,
+    as a local session on the same log does, and reads the log again when another writer grows it."""
+    from shortlist.feedback import FeedbackStore
+
+    log = tmp_path / "feedback.db"
+    with FeedbackStore(log) as writer:
+        writer.record("fly to Rome and pay in euros", used=["search_flights", "convert_currency"])
+    body = {"catalog": "example", "query": "search flights to Rome", "k": 2, "prefetch": 1, "prefetch_max": 1}
+    body |= {"prefetch_cold": 0, "format": "anthropic"}
+    with Shortlist(str(EXAMPLE_CATALOG), selector="bm25", examples=str(log)) as local_sl:
+        local = ToolSession(local_sl, policy="deferred", k=2, prefetch=1, prefetch_max=1, prefetch_cold=0)
+        expected = offer_json(local.offer("search flights to Rome"), "anthropic")
+    with (
+        app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as srv,
+        app_factory(catalogs=CATALOGS, selector="bm25") as plain,
+        srv.client() as c,
+        plain.client() as p,
+    ):
+        first = c.post("/v1/offer", json=body).json()
+        assert first["prefetched"] == ["search_flights", "convert_currency"]
+        assert first["companions"] == ["convert_currency"]
+        assert _without_timing(first) == _without_timing(expected)
+        without = p.post("/v1/offer", json=body).json()
+        assert without["prefetched"] == ["search_flights"] and without["companions"] == []
+        search = {"catalog": "example", "query": "search flights", "k": 1, "format": "anthropic"}
+        found = c.post("/v1/offer/search", json=search).json()
+        assert [t["id"] for t in found["tools"]] == ["search_flights", "convert_currency"]
+        with FeedbackStore(log) as writer:  # another writer teaches the log: the next answer follows
+            for _ in range(3):
+                writer.record("fly and book", used=["search_flights", "book_hotel"])
+        again = c.post("/v1/offer", json=body).json()
+        assert again["companions"][0] == "book_hotel"

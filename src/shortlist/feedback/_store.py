@@ -18,12 +18,15 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist._records import load_queries
 from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist._types import Candidate, Query
 from shortlist.errors import CatalogError, UsageError
+
+if TYPE_CHECKING:
+    from shortlist.selection._cousage import CoUsage
 
 __all__ = ["SQLITE", "Dialect", "FeedbackStore", "apply_examples"]
 
@@ -162,6 +165,7 @@ class FeedbackStore:
         self._cache_key: tuple[int, int] | None = None
         self._cache: dict[str | None, dict[str, list[str]]] = {}
         self._enriched: dict[tuple[str | None, int | None, str, str, str, tuple[str, ...]], Candidate] = {}
+        self._co_usage: dict[str | None, tuple[tuple[int, int], CoUsage]] = {}
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -295,6 +299,24 @@ class FeedbackStore:
                 break
             sets.setdefault(int(turn_id), []).append(str(candidate))
         return [tuple(ids) for ids in sets.values()]
+
+    def co_usage(self, *, kind: str = "tool") -> CoUsage:
+        """The tools this log's turns used together (:meth:`used_sets` counted as a
+        :class:`~shortlist.selection._cousage.CoUsage`), read again only when the log has changed.
+
+        The table is shared by every caller and frozen: a conversation that learns from its own
+        calls teaches ``CoUsage(base=store.co_usage())`` on top of it.
+        """
+        from shortlist.selection._cousage import CoUsage
+
+        with self._lock:
+            key = self._version()
+            hit = self._co_usage.get(kind)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            table = CoUsage.from_feedback(self, kind=kind, frozen=True)
+            self._co_usage[kind] = (key, table)
+            return table
 
     def examples(
         self, ids: Iterable[str] | None = None, *, kind: str | None = None, limit: int | None = None

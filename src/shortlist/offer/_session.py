@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from shortlist._events import EventHook
 from shortlist._types import Candidate, Query
@@ -52,8 +52,12 @@ class ToolSession:
         prefetch_cold: ``deferred``: while the conversation has called no tool yet, the prefetch
             loads this many more and a flat top widens this much further (default
             :data:`DEFAULT_PREFETCH_COLD`: the top 4, up to 6, then the top 2, up to 4).
-        co_usage: tools called together (shared by a pack's conversations; learns from
-            :meth:`record_calls`).
+        co_usage: tools called together, brought along by the prefetch and by searches; it learns
+            from :meth:`record_calls`. ``"log"`` (default): a table of this conversation's own,
+            layered on the counts of the shortlist's bound feedback log
+            (:meth:`~shortlist.Shortlist.co_usage`), and none when no log is bound (a conversation
+            alone seldom repeats a pair: on the development conversations its own calls gave
+            nothing); None: no co-usage; a table: that one (a pack's conversations may share one).
         horizon: ``stable``: model calls the conversation is expected to make (see
             :func:`decide_offer`).
         hot: ``deferred``: the first turn's top tools kept in the fixed block (default 0).
@@ -74,7 +78,7 @@ class ToolSession:
         search_k: int = 5,
         prices: Prices | None = None,
         prefetch: int | None = None,
-        co_usage: CoUsage | None = None,
+        co_usage: CoUsage | Literal["log"] | None = "log",
         horizon: int = 5,
         hot: int = 0,
         state: OfferState | None = None,
@@ -91,7 +95,12 @@ class ToolSession:
         if prefetch < 0:
             raise ConfigError("prefetch must be non-negative")
         self.prefetch = prefetch
-        self.co_usage = co_usage
+        if co_usage == "log":
+            log = shortlist.co_usage()
+            co_usage = None if log is None else CoUsage(base=log)
+        elif co_usage is not None and not isinstance(co_usage, CoUsage):
+            raise ConfigError(f"co_usage must be a CoUsage, 'log' or None, not {co_usage!r}")
+        self.co_usage: CoUsage | None = co_usage
         if horizon < 1:
             raise ConfigError("horizon must be at least 1")
         self.horizon = horizon

@@ -162,7 +162,7 @@ def co_usage_of(pack: Pack) -> CoUsage:
     if pack.feedback is None:
         return CoUsage()
     try:
-        return CoUsage.from_feedback(pack.feedback)
+        return CoUsage(base=pack.feedback.co_usage())
     except Exception as exc:  # an unreadable log: learn from this conversation only (an event)
         emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
         return CoUsage()

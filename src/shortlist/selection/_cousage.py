@@ -37,37 +37,62 @@ DEFAULT_MIN_RATIO = 0.3
 class CoUsage:
     """Pair counts of tools used in the same turn.
 
+    A table can be layered on a ``base`` (a log's counts, shared by every conversation): it reads
+    the base's counts plus its own and teaches only its own, so a conversation learns on top of a
+    deployment's log without copying or changing it. A ``frozen`` table cannot be taught: a shared
+    base raises in :meth:`observe` instead of changing every conversation's counts.
+
     Args:
         min_count: the fewest turns a pair must share before one proposes the other.
         min_ratio: the share of a tool's turns that must include the companion.
         limit: the most companions proposed for one call of :meth:`companions`.
+        base: counts read under this table's own (this table's options apply to the sums).
+        frozen: refuse :meth:`observe`.
     """
 
     def __init__(
-        self, *, min_count: int = DEFAULT_MIN_COUNT, min_ratio: float = DEFAULT_MIN_RATIO, limit: int = 3
+        self,
+        *,
+        min_count: int = DEFAULT_MIN_COUNT,
+        min_ratio: float = DEFAULT_MIN_RATIO,
+        limit: int = 3,
+        base: CoUsage | None = None,
+        frozen: bool = False,
     ) -> None:
         if min_count < 1 or not 0 < min_ratio <= 1 or limit < 0:
             raise UsageError("CoUsage needs min_count >= 1, 0 < min_ratio <= 1 and limit >= 0")
         self.min_count = min_count
         self.min_ratio = min_ratio
         self.limit = limit
+        self.base = base
+        self.frozen = frozen
         self._single: Counter[str] = Counter()
-        self._pair: Counter[tuple[str, str]] = Counter()
+        # each tool's companions and the turns they shared, both ways (a pair is kept under each tool)
+        self._pairs: dict[str, Counter[str]] = {}
         self._lock = threading.Lock()
 
     @property
     def turns(self) -> int:
-        """How many tool uses were observed (a tool counted once per turn)."""
-        return sum(self._single.values())
+        """How many tool uses were observed (a tool counted once per turn), the base's included."""
+        with self._lock:
+            own = sum(self._single.values())
+        return own + (self.base.turns if self.base is not None else 0)
 
     def observe(self, used: Iterable[str]) -> None:
-        """Record that the tools in ``used`` were called in one turn."""
+        """Record that the tools in ``used`` were called in one turn.
+
+        Raises:
+            UsageError: the table is frozen (a shared base: teach a table layered on it).
+        """
+        if self.frozen:
+            raise UsageError("this co-usage table is shared and frozen: teach CoUsage(base=table) instead")
         ids = sorted(set(used))
         with self._lock:
             self._single.update(ids)
             for i, a in enumerate(ids):
                 for b in ids[i + 1 :]:
-                    self._pair[(a, b)] += 1
+                    self._pairs.setdefault(a, Counter())[b] += 1
+                    self._pairs.setdefault(b, Counter())[a] += 1
 
     def observe_all(self, turns: Iterable[Iterable[str]]) -> CoUsage:
         """Record many turns (e.g. a feedback log's used ids, or examples' gold sets); return self."""
@@ -76,10 +101,26 @@ class CoUsage:
         return self
 
     @classmethod
-    def from_feedback(cls, store: FeedbackStore, *, kind: str = "tool", **options: int | float) -> CoUsage:
-        """Counts seeded from every turn of a feedback log (``options``: as the constructor's)."""
+    def from_feedback(
+        cls, store: FeedbackStore, *, kind: str = "tool", frozen: bool = False, **options: int | float
+    ) -> CoUsage:
+        """Counts seeded from every turn of a feedback log (``options``: as the constructor's;
+        ``frozen``: the table is then shared, see :meth:`FeedbackStore.co_usage`)."""
         co = cls(**options)  # type: ignore[arg-type]
-        return co.observe_all(store.used_sets(kind=kind))
+        co.observe_all(store.used_sets(kind=kind))
+        co.frozen = frozen
+        return co
+
+    def _counts(self, tool: str) -> tuple[int, Counter[str]]:
+        """``tool``'s turns and its companions' shared turns: the base's and this table's summed."""
+        with self._lock:
+            single = self._single[tool]
+            pairs = Counter(self._pairs.get(tool, {}))
+        if self.base is not None:
+            base_single, base_pairs = self.base._counts(tool)
+            single += base_single
+            pairs.update(base_pairs)
+        return single, pairs
 
     def companions(self, ids: Sequence[str], *, exclude: Iterable[str] = ()) -> list[str]:
         """The tools usually called with ``ids``, strongest first, not in ``ids`` or ``exclude``."""
@@ -87,13 +128,12 @@ class CoUsage:
             return []
         skip = set(ids) | set(exclude)
         scores: dict[str, float] = {}
-        with self._lock:
-            for (a, b), n in self._pair.items():
-                if n < self.min_count:
+        for src in dict.fromkeys(ids):
+            single, pairs = self._counts(src)
+            for dst, n in pairs.items():
+                if n < self.min_count or dst in skip:
                     continue
-                for src, dst in ((a, b), (b, a)):
-                    if src in ids and dst not in skip:
-                        ratio = n / self._single[src]
-                        if ratio >= self.min_ratio:
-                            scores[dst] = max(scores.get(dst, 0.0), ratio)
+                ratio = n / single
+                if ratio >= self.min_ratio:
+                    scores[dst] = max(scores.get(dst, 0.0), ratio)
         return sorted(scores, key=lambda d: (-scores[d], d))[: self.limit]

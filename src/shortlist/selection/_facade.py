@@ -41,6 +41,7 @@ from shortlist.selection._query import query_text
 
 if TYPE_CHECKING:
     from shortlist.feedback._store import FeedbackStore
+    from shortlist.selection._cousage import CoUsage
 
 __all__ = ["DEFAULT", "Shortlist", "expand_tool_patterns", "policy_from_config"]
 
@@ -247,6 +248,19 @@ class Shortlist:
         if self.examples is not None and candidates:
             return self.examples.enrich(candidates, kind=kind)
         return candidates
+
+    def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
+        """The tools the bound feedback log's turns used together (None when no log is bound).
+
+        The log's table (:meth:`~shortlist.feedback.FeedbackStore.co_usage`), shared and frozen:
+        a conversation's prefetch and searches bring a likely tool's usual companions from it
+        (:class:`~shortlist.offer.ToolSession`, ``POST /v1/offer``), and a conversation that learns
+        from its own calls teaches a table layered on it.
+
+        Raises:
+            CatalogError: the log cannot be read.
+        """
+        return None if self.examples is None else self.examples.co_usage(kind=kind)
 
     def _candidates(self, candidates: Sequence[Candidate] | None, kind: str | None = None) -> Sequence[Candidate]:
         return self.enrich(self.catalog if candidates is None else candidates, kind=kind)

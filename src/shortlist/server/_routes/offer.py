@@ -4,7 +4,8 @@ The client carries the conversation's :class:`~shortlist.offer.OfferState` (the
 ``state`` of the previous answer) and sends it back with the next turn; the answer is a pure
 function of the request (:func:`~shortlist.offer.decide_offer`,
 :func:`~shortlist.offer.search_tools`), so any replica behind a load balancer
-answers the same. Both routes narrow through the service's :class:`~shortlist.Shortlist`
+answers the same. A tool's usual companions come from the co-usage of the service's bound
+feedback log (``--examples``), read only. Both routes narrow through the service's :class:`~shortlist.Shortlist`
 (pins, policy, event hooks, breaker-wrapped external selectors), as ``/v1/select`` does.
 
 A ``state`` that is not an offer state, or that names tools the catalog does not hold (a
@@ -251,7 +252,11 @@ def _offer_state(raw: Any, eligible: Sequence[Candidate]) -> OfferState:
 
 @router.post("/v1/offer", response_model=OfferResponse, summary="Decide a conversation's tool offer for one turn")
 async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONResponse:
-    """Decide this turn's tools block (and what stays deferred) from the previous turn's ``state``."""
+    """Decide this turn's tools block (and what stays deferred) from the previous turn's ``state``.
+
+    The prefetch brings a likely tool's usual companions from the co-usage of the service's
+    feedback log (``--examples``), when one is bound.
+    """
     service = state_of(request)
     if (body.messages is None) == (body.query is None):
         raise ApiError(422, "invalid_request", "give exactly one of 'messages' or 'query'")
@@ -263,18 +268,22 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
     )
     policy = body.policy or default_policy(body.format)
     decided = await asyncio.to_thread(  # the selection thread pool; context-scoped hooks come along
-        decide_offer,
-        sl,
-        state,
-        query,
-        policy=policy,
-        candidates=candidates,
-        k=body.k,
-        prefix_tokens=body.prefix_tokens,
-        prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
-        prefetch_max=body.prefetch_max,
-        prefetch_cold=body.prefetch_cold,
-        hot=body.hot,
+        lambda: decide_offer(
+            sl,
+            state,
+            query,
+            policy=policy,
+            candidates=candidates,
+            k=body.k,
+            prefix_tokens=body.prefix_tokens,
+            prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
+            prefetch_max=body.prefetch_max,
+            prefetch_cold=body.prefetch_cold,
+            hot=body.hot,
+            # the bound feedback log's co-usage, read only (replicas on one log answer alike); read in
+            # the thread: a changed log is a database read
+            co_usage=sl.co_usage(),
+        )
     )
     if decided.selection is not None:
         service.metrics.observe_selection("tool", decided.selection.selector, decided.selection.fallback)
@@ -294,14 +303,16 @@ async def search(body: SearchRequest, request: Request) -> FastJSONResponse:
     sl = binding(service, body.selector)
     state = _offer_state(body.state, candidates)
     result = await asyncio.to_thread(
-        search_tools,
-        sl,
-        state,
-        body.query,
-        policy=body.policy or default_policy(body.format),
-        candidates=candidates,
-        k=body.k,
-        context=body.context,
+        lambda: search_tools(
+            sl,
+            state,
+            body.query,
+            policy=body.policy or default_policy(body.format),
+            candidates=candidates,
+            k=body.k,
+            context=body.context,
+            co_usage=sl.co_usage(),
+        )
     )
     tools = [
         {"id": c.id, "name": c.name, "description": c.description, "parameters": c.parameters} for c in result.found
