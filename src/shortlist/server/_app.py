@@ -27,6 +27,7 @@ from shortlist.server._responses import FastJSONResponse
 from shortlist.server._routes import compat_cohere as compat_cohere
 from shortlist.server._routes import compat_tei as compat_tei
 from shortlist.server._routes import decisions as decision_routes
+from shortlist.server._routes import feedback as feedback
 from shortlist.server._routes import health as health
 from shortlist.server._routes import interop as interop
 from shortlist.server._routes import memory as memory
@@ -67,7 +68,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (400, "A value the library refuses (e.g. an invalid memory scope)"),
         (401, "Missing or invalid API key"),
         (403, "Not allowed (non-loopback client without configured keys, or a memory scope outside the key)"),
-        (404, "Unknown catalog, selector or corpus"),
+        (404, "Unknown catalog, selector or corpus, or no feedback log bound"),
         (413, "Body, candidate or text count over the server's limit"),
         (422, "Invalid request"),
         (503, "A shared store (the memory database) is unavailable; retry"),
@@ -128,7 +129,19 @@ def create_app(settings: ServerSettings | None = None, *, service: ServiceState 
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for module in (select, offer, selectors, retrieve, reduce, memory, interop, compat_cohere, compat_tei, health):
+    for module in (
+        select,
+        offer,
+        feedback,
+        selectors,
+        retrieve,
+        reduce,
+        memory,
+        interop,
+        compat_cohere,
+        compat_tei,
+        health,
+    ):
         app.include_router(module.router)
     app.include_router(decision_routes.router)  # GET /decisions, /v1/decisions: what the routes above decided
     app.add_middleware(

@@ -1,0 +1,78 @@
+"""``POST /v1/feedback``: record what the model called on a turn into the service's feedback log.
+
+The log the service is bound to (``--examples FEEDBACK_DB``: a file, or a PostgreSQL URL that every
+replica shares) gives the rankings their usage examples (the turn's message becomes an example of
+each tool it used) and the offers their co-usage companions (the tools used on one turn). The
+runtime records its own turns; this route lets a client in any language do the same, through the
+library's :meth:`~shortlist.feedback.FeedbackStore.record`. Every replica on the log reads a new turn
+at its next request that ranks (the log is read again when it changes). Without a bound log the
+route answers 404 ``no_feedback_log``; a turn sent again with the same ``external_id`` is recorded
+once, so a retry is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from shortlist.server._auth import require_key
+from shortlist.server._errors import ApiError
+from shortlist.server._responses import FastJSONResponse
+from shortlist.server._routes import MAX_TEXT_CHARS, state_of
+from shortlist.server._routes.select import MAX_CANDIDATES
+
+__all__ = ["FeedbackRequest", "FeedbackResponse", "router"]
+
+router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
+
+_Id = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class FeedbackRequest(BaseModel):
+    """One turn's outcome: what the user asked, what the turn offered and what the model called."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    query: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, description="The turn's user message (what the offer ranked)."
+    )
+    used: list[_Id] = Field(
+        default_factory=list,
+        max_length=MAX_CANDIDATES,
+        description="Ids the model called on the turn: each gains the message as a usage example, "
+        "and they count as used together.",
+    )
+    selected: list[_Id] = Field(
+        default_factory=list, max_length=MAX_CANDIDATES, description="Ids the turn offered or loaded."
+    )
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] = Field(
+        default="tool", description="What was selected: `tool` (default), `skill`, ..."
+    )
+    external_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = Field(
+        default=None, description="The turn's own id: a turn sent again with it is recorded once (a safe retry)."
+    )
+
+
+class FeedbackResponse(BaseModel):
+    """Whether the turn was recorded, and its row in the log."""
+
+    recorded: bool = Field(description="False when a turn with this `external_id` was already recorded.")
+    turn: int | None = Field(description="The turn's id in the log (null when not recorded).")
+
+
+@router.post("/v1/feedback", response_model=FeedbackResponse, summary="Record what the model called on a turn")
+async def feedback(body: FeedbackRequest, request: Request) -> FastJSONResponse:
+    """Record one turn into the service's feedback log: its usage examples and co-usage."""
+    log = state_of(request).shortlist.examples
+    if log is None:
+        raise ApiError(
+            404, "no_feedback_log", "no feedback log is bound to this server (start it with --examples FEEDBACK_DB)"
+        )
+    turn: int = await asyncio.to_thread(  # a database write: off the event loop
+        log.record, body.query, body.selected, body.used, kind=body.kind, external_id=body.external_id
+    )
+    out: dict[str, Any] = {"recorded": bool(turn), "turn": turn or None}
+    return FastJSONResponse(out)

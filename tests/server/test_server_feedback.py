@@ -1,0 +1,106 @@
+"""``POST /v1/feedback``: a client in any language teaches the service's bound feedback log, and every
+replica on that log ranks and offers with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import EXAMPLE_CATALOG
+
+from shortlist.feedback import FeedbackStore
+
+CATALOGS = {"example": str(EXAMPLE_CATALOG)}
+OFFER = {"catalog": "example", "query": "search flights to Rome", "k": 2, "prefetch": 1, "prefetch_max": 1}
+OFFER |= {"prefetch_cold": 0, "format": "anthropic"}
+
+
+def _empty_log(tmp_path: Path) -> Path:
+    path = tmp_path / "feedback.db"
+    FeedbackStore(path).close()  # the service refuses a log file that does not exist (a mistyped path)
+    return path
+
+
+def test_a_recorded_turn_teaches_every_replica_on_the_log(tmp_path: Path, app_factory: Any) -> None:
+    log = _empty_log(tmp_path)
+    with (
+        app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as a,
+        app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as b,
+        a.client() as ca,
+        b.client() as cb,
+    ):
+        before = cb.post("/v1/offer", json=OFFER).json()
+        assert before["prefetched"] == ["search_flights"] and before["companions"] == []
+        turn = {"query": "fly to Rome and pay in euros", "used": ["search_flights", "convert_currency"]}
+        r = ca.post("/v1/feedback", json=turn | {"selected": ["search_flights"]})
+        assert r.status_code == 200, r.text
+        assert r.json()["recorded"] is True and isinstance(r.json()["turn"], int)
+        after = cb.post("/v1/offer", json=OFFER).json()  # the other replica reads the grown log
+        assert after["prefetched"] == ["search_flights", "convert_currency"]
+        assert after["companions"] == ["convert_currency"]
+    with FeedbackStore(log) as store:  # the message is now an example of each tool the turn used
+        assert store.examples() == {
+            "search_flights": ["fly to Rome and pay in euros"],
+            "convert_currency": ["fly to Rome and pay in euros"],
+        }
+        assert [sorted(s) for s in store.used_sets()] == [["convert_currency", "search_flights"]]
+
+
+def test_a_retried_turn_is_recorded_once(tmp_path: Path, app_factory: Any) -> None:
+    log = _empty_log(tmp_path)
+    turn = {"query": "book a hotel in Rome", "used": ["book_hotel"], "external_id": "conv-7/turn-2", "kind": "tool"}
+    with app_factory(catalogs=CATALOGS, examples_path=str(log)) as srv, srv.client() as c:
+        first = c.post("/v1/feedback", json=turn).json()
+        again = c.post("/v1/feedback", json=turn).json()
+    assert first["recorded"] is True and again == {"recorded": False, "turn": None}
+    with FeedbackStore(log) as store:
+        assert store.stats()["turns"] == 1
+
+
+def test_without_a_bound_log_the_route_says_how_to_bind_one(app_factory: Any) -> None:
+    with app_factory(catalogs=CATALOGS) as srv, srv.client() as c:
+        r = c.post("/v1/feedback", json={"query": "hello", "used": ["web_search"]})
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "no_feedback_log" and "--examples" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"used": ["web_search"]}, "query"),
+        ({"query": "", "used": ["web_search"]}, "query"),
+        ({"query": "hi", "used": "web_search"}, "used"),
+        ({"query": "hi", "used": [""]}, "used"),
+        ({"query": "hi", "used": ["web_search"], "kind": "Tools!"}, "kind"),
+        ({"query": "hi", "used": ["web_search"], "external_id": ""}, "external_id"),
+        ({"query": "hi", "used": ["web_search"], "ranked": ["x"]}, "ranked"),
+        ({"query": "hi", "used": [f"t{i}" for i in range(5001)]}, "used"),
+    ],
+)
+def test_bad_turns_are_refused_and_nothing_is_written(
+    tmp_path: Path, app_factory: Any, body: dict[str, Any], says: str
+) -> None:
+    log = _empty_log(tmp_path)
+    with app_factory(catalogs=CATALOGS, examples_path=str(log)) as srv, srv.client() as c:
+        r = c.post("/v1/feedback", json=body)
+    assert r.status_code == 422 and says in r.json()["error"]["message"]
+    with FeedbackStore(log) as store:
+        assert store.stats()["turns"] == 0
+
+
+def test_with_api_keys_a_turn_needs_one(tmp_path: Path, app_factory: Any) -> None:
+    from shortlist.server._settings import KeyPolicy, hash_key
+
+    log = _empty_log(tmp_path)
+    keys = {hash_key("k1"): KeyPolicy(label="agent")}
+    with (
+        app_factory(catalogs=CATALOGS, examples_path=str(log), api_keys=keys) as srv,
+        srv.client() as anonymous,
+        srv.client("k1") as agent,
+    ):
+        assert anonymous.post("/v1/feedback", json={"query": "hi", "used": ["web_search"]}).status_code == 401
+        r = agent.post("/v1/feedback", json={"query": "hi", "used": ["web_search"]})
+        assert r.status_code == 200, r.text
+    with FeedbackStore(log) as store:
+        assert store.stats()["turns"] == 1
