@@ -83,6 +83,25 @@ async def test_a_found_tool_the_model_calls_teaches_the_next_searches(
         assert again["fallback"] is None and again["tools"][0]["name"] == NOW
 
 
+async def test_a_search_brings_the_tools_the_log_used_with_the_found_one(
+    server_args: dict[str, str], tmp_path: Path
+) -> None:
+    store = FeedbackStore(tmp_path / "log.db")
+    store.record("what time is it in Lisbon, and log it", used=[NOW, "mcp__git__git_log"])  # a runtime's turn
+    async with MCPClient([parse_server_arg(server_args[n]) for n in ("time", "git")]) as client:
+        proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=1, feedback=store)
+        found = await proxy.search("current time in a timezone")
+        assert [t["name"] for t in found["tools"]] == [NOW, "mcp__git__git_log"]
+        assert {c.id for c in await proxy.listed()} >= {NOW, "mcp__git__git_log"}
+    plain = FeedbackStore(tmp_path / "other.db")
+    async with MCPClient([parse_server_arg(server_args[n]) for n in ("time", "git")]) as client:
+        proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=1, feedback=plain)
+        found = await proxy.search("current time in a timezone")
+        assert [t["name"] for t in found["tools"]] == [NOW]
+    store.close()
+    plain.close()
+
+
 async def test_proxy_events_and_a_failing_log(server_args: dict[str, str], tmp_path: Path) -> None:
     events: list[Event] = []
     store = FeedbackStore(tmp_path / "log.db")

@@ -31,7 +31,9 @@ offers its own client:
   recorded as a use of that tool for the search's query, once per search and tool. Searches
   rank the upstream tools enriched with the log's examples
   (:meth:`~shortlist.feedback.FeedbackStore.enrich`), so the next searches, in this session
-  or the next, learn from it. Each search is a
+  or the next, learn from it; a found tool brings the tools the log's turns used with it
+  (:meth:`~shortlist.feedback.FeedbackStore.co_usage`: turns the runtime or ``POST /v1/feedback``
+  recorded, the proxy's own uses being one tool each). Each search is a
   :class:`~shortlist.offer.ToolSearched` event, each recorded use a
   :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call
   still goes through).
@@ -113,7 +115,7 @@ class FeedbackFailed(Event):
     name: ClassVar[str] = "mcp.feedback_failed"
     area: ClassVar[str] = "mcp"
     level: int = logging.WARNING
-    what: str = ""  # "examples" (read before a search), "search" or "use"
+    what: str = ""  # "examples" (the log read before a search: examples, co-usage), "search" or "use"
     error: str = ""
 
 
@@ -346,14 +348,23 @@ class MCPProxy:
         k = max(1, min(int(k or self.k), 50))
         tools = await self.tools()
         candidates = tools
+        co_usage = None
         if self.feedback is not None:  # what the model used after earlier searches ranks with the tool
             try:
                 candidates = self.feedback.enrich(tools, kind="tool")
+                co_usage = self.feedback.co_usage(kind="tool")  # the tools the log's turns used together
             except Exception as exc:  # a broken log costs the search its examples, nothing more
                 emit(FeedbackFailed(what="examples", error=f"{type(exc).__name__}: {exc}"))
         state = self._state(session, tools)
         result = await asyncio.to_thread(
-            search_tools, self.binding, state, query, policy="stable", candidates=candidates, k=k
+            search_tools,
+            self.binding,
+            state,
+            query,
+            policy="stable",
+            candidates=candidates,
+            k=k,
+            co_usage=co_usage,
         )
         self._states[session] = self._capped(result.state)
         chosen = list(result.found)
