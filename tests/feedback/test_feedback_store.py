@@ -177,21 +177,55 @@ def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
     assert co.companions(["start_engine"]) == ["press_brake"]
 
 
-def test_the_logs_co_usage_is_read_once_while_it_does_not_change(tmp_path: Path) -> None:
+def test_the_logs_co_usage_follows_the_log_reading_only_its_new_turns(tmp_path: Path) -> None:
     store = FeedbackStore(tmp_path / "fb.db")
     store.record("start the car", used=["press_brake", "start_engine"])
-    first = store.co_usage()
-    assert store.co_usage() is first and first.frozen  # shared until the log changes
-    assert first.companions(["start_engine"]) == ["press_brake"]
+    table = store.co_usage()
+    assert store.co_usage() is table and table.frozen  # one shared table
+    with pytest.raises(ValueError, match="frozen"):
+        table.observe(["start_engine", "honk"])  # a caller cannot teach the shared one
+    assert table.companions(["start_engine"]) == ["press_brake"]
     store.record("and lock it", used=["start_engine", "lock_doors"])
-    again = store.co_usage()
-    assert again is not first and again.companions(["start_engine"]) == ["lock_doors", "press_brake"]
-    assert first.companions(["start_engine"]) == ["press_brake"]  # a table handed out never changes
+    assert store.co_usage() is table and table.companions(["start_engine"]) == ["lock_doors", "press_brake"]
+    assert table.turns == 4
     store.record("a skill", used=["pdf", "docx"], kind="skill")
     assert store.co_usage(kind="skill").companions(["pdf"]) == ["docx"]
-    assert store.co_usage().companions(["pdf"]) == []
-    # another connection (a replica, a CLI import) writes to the same file: this store reads it again
+    assert store.co_usage().companions(["pdf"]) == [] and table.turns == 4
+    # another connection (a replica, a CLI import) writes to the same file: this store reads it then
     with FeedbackStore(tmp_path / "fb.db") as other:
         other.record("q", used=["start_engine", "honk"])
-    assert "honk" in store.co_usage().companions(["start_engine"])
+    assert "honk" in store.co_usage().companions(["start_engine"]) and table.turns == 6
+    reads: list[str] = []
+    store._db.set_trace_callback(reads.append)
+    store.record("one more", used=["honk", "lock_doors"])
+    store.co_usage()
+    (read,) = [r for r in reads if "JOIN" in r]
+    assert "turn_id >" in read  # only the turns after the last one read (and a lookback), never the whole log
+    assert table.turns == 8 and store.co_usage().companions(["honk"]) == ["lock_doors", "start_engine"]
+    store.close()
+
+
+def test_a_turn_committed_late_is_still_counted_once(tmp_path: Path) -> None:
+    """PostgreSQL numbers a turn at insert and shows it at commit: a lower id may appear after a higher
+    one was read. The fold reads the last ids again and counts what it had not."""
+    store = FeedbackStore(tmp_path / "fb.db")
+
+    def turn(turn_id: int, *used: str) -> None:  # a turn written with its own id, as another writer's commit
+        with store._lock:
+            store._db.execute(
+                "INSERT INTO turns (id, ts, kind, query, selected) VALUES (?, 0, 'tool', 'q', '[]')", (turn_id,)
+            )
+            store._db.executemany(
+                "INSERT INTO uses (turn_id, candidate_id) VALUES (?, ?)", [(turn_id, u) for u in used]
+            )
+            store._writes += 1
+
+    turn(1, "x", "y")
+    turn(5, "x", "z")
+    table = store.co_usage()
+    assert table.turns == 4 and store._co_usage["tool"].last == 5
+    turn(3, "x", "v")  # committed after 5 was read
+    assert store.co_usage().companions(["v"]) == ["x"] and table.turns == 6
+    store._writes += 1  # the log changed again: the same ids are read again, none counted twice
+    assert store.co_usage().turns == 6
     store.close()

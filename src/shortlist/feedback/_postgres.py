@@ -21,12 +21,12 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shortlist._records import load_queries
 from shortlist._types import Candidate, Query
 from shortlist.errors import CatalogError, MissingDependencyError, UsageError
-from shortlist.feedback._store import Dialect, FeedbackStore, _ids
+from shortlist.feedback._store import Dialect, FeedbackStore, _Folded, _ids
 
 try:
     import psycopg
@@ -36,9 +36,6 @@ except ImportError as exc:  # the store names its extra instead of a traceback
     raise MissingDependencyError(f"the PostgreSQL feedback log needs psycopg: {pip_install('postgres')}") from exc
 
 from shortlist._pg import IdlePool, first_line, migrate
-
-if TYPE_CHECKING:
-    from shortlist.selection._cousage import CoUsage
 
 __all__ = ["MIGRATIONS", "POSTGRES", "PostgresFeedbackStore"]
 
@@ -95,7 +92,7 @@ class PostgresFeedbackStore(FeedbackStore):
         self._cache_key: tuple[int, int] | None = None
         self._cache: dict[str | None, dict[str, list[str]]] = {}
         self._enriched: dict[tuple[str | None, int | None, str, str, str, tuple[str, ...]], Candidate] = {}
-        self._co_usage: dict[str | None, tuple[tuple[int, int], CoUsage]] = {}
+        self._co_usage: dict[str | None, _Folded] = {}
         self._checked = 0.0
         self._seen = 0
         # calls are serialised by the lock: one connection is used at a time, and kept for the next

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,22 @@ CREATE INDEX IF NOT EXISTS uses_by_candidate ON uses(candidate_id, turn_id);
 """
 
 
+#: How many turn ids back :meth:`FeedbackStore.co_usage` reads again when the log changed: a turn that
+#: another writer committed after a higher id was already read (PostgreSQL's ids are taken at insert,
+#: seen at commit) is counted then.
+FOLD_LOOKBACK = 1000
+
+
+@dataclass
+class _Folded:
+    """A kind's co-usage table and what of the log it has counted: up to ``last``, the ids in ``seen``."""
+
+    table: CoUsage
+    version: tuple[int, int] | None = None
+    last: int = 0
+    seen: set[int] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class Dialect:
     """What the reading SQL differs in between the two stores: table names, placeholder, a turn's use order."""
@@ -74,6 +90,16 @@ class Dialect:
         return (
             f"SELECT u.turn_id, u.candidate_id FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id{where}"
             f" ORDER BY u.turn_id DESC{order}",
+            params,
+        )
+
+    def used_since(self, kind: str | None, after: int) -> tuple[str, tuple[Any, ...]]:
+        """Every (turn id, candidate id) of turns of ``kind`` (None: all) whose id is above ``after``, oldest first."""
+        where, params = (f" AND t.kind = {self.param}", (after, kind)) if kind is not None else ("", (after,))
+        order = f", {self.use_order}" if self.use_order else ""
+        return (
+            f"SELECT u.turn_id, u.candidate_id FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id"
+            f" WHERE u.turn_id > {self.param}{where} ORDER BY u.turn_id{order}",
             params,
         )
 
@@ -165,7 +191,7 @@ class FeedbackStore:
         self._cache_key: tuple[int, int] | None = None
         self._cache: dict[str | None, dict[str, list[str]]] = {}
         self._enriched: dict[tuple[str | None, int | None, str, str, str, tuple[str, ...]], Candidate] = {}
-        self._co_usage: dict[str | None, tuple[tuple[int, int], CoUsage]] = {}
+        self._co_usage: dict[str | None, _Folded] = {}
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -301,22 +327,38 @@ class FeedbackStore:
         return [tuple(ids) for ids in sets.values()]
 
     def co_usage(self, *, kind: str = "tool") -> CoUsage:
-        """The tools this log's turns used together (:meth:`used_sets` counted as a
-        :class:`~shortlist.selection._cousage.CoUsage`), read again only when the log has changed.
+        """The tools this log's turns used together, as a :class:`~shortlist.selection._cousage.CoUsage`.
 
-        The table is shared by every caller and frozen: a conversation that learns from its own
-        calls teaches ``CoUsage(base=store.co_usage())`` on top of it.
+        One table per kind, shared by every caller and frozen (:meth:`~CoUsage.observe` raises: a
+        conversation that learns from its own calls teaches ``CoUsage(base=store.co_usage())`` on
+        top of it). It follows the log: when the log has changed, the turns recorded since the last
+        read are counted into it (a read of the new turns, not of the whole log: a service that
+        records a turn between two requests does not re-read 100,000 turns each time). The turns of
+        the last :data:`FOLD_LOOKBACK` ids are read again and the new ones among them counted, so a
+        turn another replica committed after a higher id was read is not lost.
         """
         from shortlist.selection._cousage import CoUsage
 
         with self._lock:
             key = self._version()
             hit = self._co_usage.get(kind)
-            if hit is not None and hit[0] == key:
-                return hit[1]
-            table = CoUsage.from_feedback(self, kind=kind, frozen=True)
-            self._co_usage[kind] = (key, table)
-            return table
+            if hit is not None and hit.version == key:
+                return hit.table
+            if hit is None:
+                hit = _Folded(CoUsage(frozen=True))
+                self._co_usage[kind] = hit
+            rows = self._rows(*self.dialect.used_since(kind, max(0, hit.last - FOLD_LOOKBACK)))
+            turns: dict[int, list[str]] = {}
+            for turn_id, candidate in rows:
+                if int(turn_id) not in hit.seen:
+                    turns.setdefault(int(turn_id), []).append(str(candidate))
+            for used in turns.values():
+                hit.table._count(used)
+            hit.seen.update(turns)
+            hit.last = max([hit.last, *turns])
+            hit.seen = {i for i in hit.seen if i > hit.last - FOLD_LOOKBACK}
+            hit.version = key
+            return hit.table
 
     def examples(
         self, ids: Iterable[str] | None = None, *, kind: str | None = None, limit: int | None = None

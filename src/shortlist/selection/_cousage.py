@@ -86,6 +86,10 @@ class CoUsage:
         """
         if self.frozen:
             raise UsageError("this co-usage table is shared and frozen: teach CoUsage(base=table) instead")
+        self._count(used)
+
+    def _count(self, used: Iterable[str]) -> None:
+        """Count one turn's tools (frozen or not: the feedback log folds its new turns into its table)."""
         ids = sorted(set(used))
         with self._lock:
             self._single.update(ids)
@@ -101,15 +105,10 @@ class CoUsage:
         return self
 
     @classmethod
-    def from_feedback(
-        cls, store: FeedbackStore, *, kind: str = "tool", frozen: bool = False, **options: int | float
-    ) -> CoUsage:
-        """Counts seeded from every turn of a feedback log (``options``: as the constructor's;
-        ``frozen``: the table is then shared, see :meth:`FeedbackStore.co_usage`)."""
+    def from_feedback(cls, store: FeedbackStore, *, kind: str = "tool", **options: int | float) -> CoUsage:
+        """Counts seeded from every turn of a feedback log (``options``: as the constructor's)."""
         co = cls(**options)  # type: ignore[arg-type]
-        co.observe_all(store.used_sets(kind=kind))
-        co.frozen = frozen
-        return co
+        return co.observe_all(store.used_sets(kind=kind))
 
     def _counts(self, tool: str) -> tuple[int, Counter[str]]:
         """``tool``'s turns and its companions' shared turns: the base's and this table's summed."""
