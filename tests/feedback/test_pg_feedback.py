@@ -192,3 +192,27 @@ def test_the_cli_reads_and_trains_from_a_postgres_log(
     # an unreachable server is a catalog error (exit 2), not a traceback
     assert main(["feedback", "stats", "--db", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"]) == 2
     assert "feedback database unavailable" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a PostgreSQL server
+def test_a_postgres_log_binds_as_examples_by_argument_and_by_config(pg_dsn: str, tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    from shortlist._types import Candidate
+    from shortlist.feedback._postgres import PostgresFeedbackStore
+    from shortlist.selection._facade import Shortlist
+
+    catalog = [Candidate("get_weather", description="weather forecast"), Candidate("send_mail", description="email")]
+    with FeedbackStore(pg_dsn) as log:
+        log.record("is it going to rain", used=["get_weather", "send_mail"])
+    config = tmp_path / "runtime.yaml"
+    config.write_text(f"spec:\n  selection:\n    examples: {pg_dsn}\n")  # a URL, not a path beside the config
+    for sl in (
+        Shortlist(catalog, selector="bm25", examples=pg_dsn),
+        Shortlist(catalog, selector="bm25", config=config),
+    ):
+        with sl:
+            assert isinstance(sl.examples, PostgresFeedbackStore)
+            enriched = sl.enrich(catalog, kind="tool")
+            assert enriched[0].examples == ("is it going to rain",)
+            table = sl.co_usage()
+            assert table is not None and table.companions(["get_weather"]) == ["send_mail"]

@@ -566,3 +566,23 @@ def test_a_search_is_ranked_with_the_turns_message_as_a_second_query() -> None:
     off = ToolSession(sl, prefetch=0, search_context=False)
     off.offer(message)
     assert [c.id for c in off.search("what is inside", k=2)] == ["web_get", "web_post"]
+
+
+def test_a_log_that_cannot_be_read_costs_the_turn_its_examples_and_companions_never_the_turn(
+    tmp_path: Path,
+) -> None:
+    from shortlist.feedback import FeedbackStore
+
+    log = FeedbackStore(tmp_path / "fb.db")
+    log.record("book a trip", used=["book_flight", "convert_currency"])
+    events: list[Event] = []
+    sl = Shortlist(CATALOG, selector=FunctionSelector(by_words), examples=log, on_event=events.append)
+    log.close()  # the log breaks (a database that went away)
+    turn = sl.select("book a flight")
+    assert turn.fallback is None and turn.ranked[0] == "book_flight"  # answered, without examples
+    assert sl.co_usage() is None
+    s = ToolSession(sl, policy="deferred", k=1, prefetch=1, prefetch_max=1, prefetch_cold=0)
+    assert s.co_usage is None and s.offer("book a flight").prefetched == ("book_flight",)
+    broken = [e for e in events if e.name == "selection.feedback_unavailable"]
+    assert {e.what for e in broken} == {"examples", "co_usage"}  # type: ignore[attr-defined]
+    assert all("closed" in e.error for e in broken)  # type: ignore[attr-defined]

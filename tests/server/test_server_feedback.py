@@ -104,3 +104,30 @@ def test_with_api_keys_a_turn_needs_one(tmp_path: Path, app_factory: Any) -> Non
         assert r.status_code == 200, r.text
     with FeedbackStore(log) as store:
         assert store.stats()["turns"] == 1
+
+
+@pytest.mark.slow  # a PostgreSQL server, stopped and started again
+def test_a_log_that_goes_down_costs_companions_and_refuses_turns_until_it_is_back(
+    pg_dsn: str, postgres: Any, server_factory: Any
+) -> None:
+    import time
+
+    pytest.importorskip("psycopg")
+    with server_factory(catalogs=CATALOGS, selector="bm25", examples_path=pg_dsn) as srv, srv.client() as c:
+        turn = {"query": "fly to Rome and pay in euros", "used": ["search_flights", "convert_currency"]}
+        assert c.post("/v1/feedback", json=turn).status_code == 200
+        assert c.post("/v1/offer", json=OFFER).json()["companions"] == ["convert_currency"]
+        postgres.stop("fast")
+        try:
+            time.sleep(1.2)  # past the log's refresh interval: the next request asks the database
+            down = c.post("/v1/offer", json=OFFER)
+            assert down.status_code == 200, down.text  # answered without the log's companions
+            assert down.json()["prefetched"][0] == "search_flights" and down.json()["companions"] == []
+            refused = c.post("/v1/feedback", json=turn)
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == "unavailable"
+        finally:
+            postgres.start()
+        assert c.post("/v1/feedback", json=turn).status_code == 200
+        time.sleep(1.2)
+        assert c.post("/v1/offer", json=OFFER).json()["companions"] == ["convert_currency"]

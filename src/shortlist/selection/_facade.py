@@ -17,11 +17,12 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._config import RuntimeConfig, load_runtime_config
-from shortlist._events import EventHook
+from shortlist._events import Event, EventHook, emit
 from shortlist._types import Candidate, Query
 from shortlist.errors import ConfigError
 from shortlist.rankers._registry import DEFAULT_SELECTOR, SelectorRegistry
@@ -43,7 +44,21 @@ if TYPE_CHECKING:
     from shortlist.feedback._store import FeedbackStore
     from shortlist.selection._cousage import CoUsage
 
-__all__ = ["DEFAULT", "Shortlist", "expand_tool_patterns", "policy_from_config"]
+__all__ = ["DEFAULT", "FeedbackUnavailable", "Shortlist", "expand_tool_patterns", "policy_from_config"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedbackUnavailable(Event):
+    """The bound feedback log could not be read; the turn went on without its examples or co-usage.
+
+    ``what`` is ``examples`` (the candidates were ranked as they are) or ``co_usage`` (no companions).
+    """
+
+    name: ClassVar[str] = "selection.feedback_unavailable"
+    area: ClassVar[str] = "selection"
+    level: int = logging.WARNING
+    what: str = ""
+    error: str = ""
 
 
 class _Default:
@@ -121,15 +136,22 @@ class Shortlist:
         self.examples: FeedbackStore | None = None
         configured = self.config.spec.selection.examples
         if examples is None and configured:
-            where = Path(configured).expanduser()
-            if source is not None and not where.is_absolute():
-                where = Path(source).parent / where
-            examples = where
+            from shortlist.feedback._store import is_postgres_url
+
+            if is_postgres_url(configured):  # a URL, not a path relative to the config file
+                examples = configured
+            else:
+                where = Path(configured).expanduser()
+                if source is not None and not where.is_absolute():
+                    where = Path(source).parent / where
+                examples = where
         if examples is not None:
             if isinstance(examples, (str, Path)):
-                from shortlist.feedback._store import FeedbackStore
+                from shortlist.feedback._store import FeedbackStore, is_postgres_url
 
-                if not Path(examples).is_file():
+                # a file must exist (a mistyped path is an error, not a new empty log); a PostgreSQL
+                # log is a URL, its tables created when missing
+                if not is_postgres_url(examples) and not Path(examples).is_file():
                     raise ConfigError(
                         f"examples: {examples}: no such feedback log (fill one with "
                         "`shortlist feedback add|import --db PATH`)",
@@ -244,9 +266,13 @@ class Shortlist:
         return await anarrow(selector, q, cands, self.policy, hooks=(*self._hooks, *hooks))
 
     def enrich(self, candidates: Sequence[Candidate], *, kind: str | None = None) -> Sequence[Candidate]:
-        """``candidates`` with the bound feedback log's usage examples (themselves when none is bound)."""
+        """``candidates`` with the bound feedback log's usage examples (themselves when none is bound, and
+        when the log cannot be read: a ``selection.feedback_unavailable`` event)."""
         if self.examples is not None and candidates:
-            return self.examples.enrich(candidates, kind=kind)
+            try:
+                return self.examples.enrich(candidates, kind=kind)
+            except Exception as exc:  # a log that is down costs the turn its examples, never the turn
+                emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
         return candidates
 
     def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
@@ -257,10 +283,15 @@ class Shortlist:
         (:class:`~shortlist.offer.ToolSession`, ``POST /v1/offer``), and a conversation that learns
         from its own calls teaches a table layered on it.
 
-        Raises:
-            CatalogError: the log cannot be read.
+        A log that cannot be read is a ``selection.feedback_unavailable`` event and no table.
         """
-        return None if self.examples is None else self.examples.co_usage(kind=kind)
+        if self.examples is None:
+            return None
+        try:
+            return self.examples.co_usage(kind=kind)
+        except Exception as exc:  # a log that is down costs the offer its companions, never the turn
+            emit(FeedbackUnavailable(what="co_usage", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
+            return None
 
     def _candidates(self, candidates: Sequence[Candidate] | None, kind: str | None = None) -> Sequence[Candidate]:
         return self.enrich(self.catalog if candidates is None else candidates, kind=kind)

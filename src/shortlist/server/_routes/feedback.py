@@ -6,13 +6,16 @@ each tool it used) and the offers their co-usage companions (the tools used on o
 runtime records its own turns; this route lets a client in any language do the same, through the
 library's :meth:`~shortlist.feedback.FeedbackStore.record`. Every replica on the log reads a new turn
 at its next request that ranks (the log is read again when it changes). Without a bound log the
-route answers 404 ``no_feedback_log``; a turn sent again with the same ``external_id`` is recorded
-once, so a retry is safe.
+route answers 404 ``no_feedback_log``, and 503 ``unavailable`` when the log cannot be written (its
+database is down); a turn sent again with the same ``external_id`` is recorded once, so a retry is
+safe. A log that cannot be read costs the ranking routes their examples and companions, never the
+answer (a ``selection.feedback_unavailable`` event).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -27,6 +30,7 @@ from shortlist.server._routes.select import MAX_CANDIDATES
 __all__ = ["FeedbackRequest", "FeedbackResponse", "router"]
 
 router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
+logger = logging.getLogger("shortlist.server")
 
 _Id = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
@@ -71,8 +75,14 @@ async def feedback(body: FeedbackRequest, request: Request) -> FastJSONResponse:
         raise ApiError(
             404, "no_feedback_log", "no feedback log is bound to this server (start it with --examples FEEDBACK_DB)"
         )
-    turn: int = await asyncio.to_thread(  # a database write: off the event loop
-        log.record, body.query, body.selected, body.used, kind=body.kind, external_id=body.external_id
-    )
+    try:
+        turn: int = await asyncio.to_thread(  # a database write: off the event loop
+            log.record, body.query, body.selected, body.used, kind=body.kind, external_id=body.external_id
+        )
+    except Exception as exc:  # the body was valid: the log failed (its database is down, locked, full)
+        logger.warning("feedback not recorded: %s: %s", type(exc).__name__, exc)
+        raise ApiError(
+            503, "unavailable", "the feedback log cannot be written now; retry", headers={"Retry-After": "1"}
+        ) from None
     out: dict[str, Any] = {"recorded": bool(turn), "turn": turn or None}
     return FastJSONResponse(out)
