@@ -75,3 +75,31 @@ def test_a_packs_feedback_log_is_the_usage_examples_it_ranks_with(tmp_path: Path
     assert prefetched(Pack(tools=tools, feedback=log), config=config) == ()
     other.close()
     log.close()
+
+
+def test_a_conversation_learns_co_usage_on_top_of_the_log_it_ranks_with(tmp_path: Path) -> None:
+    """One home for the log: the conversation's companions come from the log its ranking reads (the
+    pack's, or the config's ``selection.examples``), and what it learns stays its own."""
+    packs_log = FeedbackStore(tmp_path / "feedback.db")
+    packs_log.record("drive off", used=["start_engine", "release_brake"])
+    curated = FeedbackStore(tmp_path / "curated.db")
+    curated.record("drive off", used=["start_engine", "check_mirrors"])
+    config = RuntimeConfig.model_validate({"spec": {"selection": {"examples": str(tmp_path / "curated.db")}}})
+
+    def companions(pack: Pack, **options: Any) -> list[str]:
+        conv = Conversation(pack, model=lambda r: {}, tool_selector="bm25", skills_selector=None, **options)
+        try:
+            table = conv.session.co_usage
+            if table is None:
+                return []
+            conv.session.record_calls(["start_engine", "honk"])  # taught to this conversation only
+            return table.companions(["start_engine"])
+        finally:
+            conv.close()
+
+    assert companions(Pack()) == []  # no log: nothing to layer on
+    assert companions(Pack(feedback=packs_log)) == ["honk", "release_brake"]
+    assert companions(Pack(feedback=packs_log), config=config) == ["check_mirrors", "honk"]
+    assert packs_log.co_usage().companions(["start_engine"]) == ["release_brake"]  # the shared log's unchanged
+    packs_log.close()
+    curated.close()

@@ -76,7 +76,7 @@ from shortlist.runtime._model import CallableModel, ChatModel
 from shortlist.runtime._offered import resolve_loading
 from shortlist.runtime._pack import RESERVED_TOOL_PREFIXES, Pack, check_reserved
 from shortlist.runtime._report import TurnReport, TurnResult
-from shortlist.runtime._tool_calls import ToolCalls, co_usage_of, elapsed
+from shortlist.runtime._tool_calls import ToolCalls, elapsed
 from shortlist.runtime._turn_events import BridgeCallRefused, RuntimeStepFailed, ToolsPrefetched
 from shortlist.selection._base import Selector
 from shortlist.selection._cousage import CoUsage
@@ -137,9 +137,10 @@ class Conversation(ToolCalls, ConversationLoop):
             prefetch loads this many more and widens this much further (default 2: the top 4, up
             to 6, then the top 2, up to 4).
         co_usage: tools called together; prefetches and searches bring a tool's usual
-            companions along. Share one across a pack's conversations; None: a fresh one,
-            seeded from ``pack.feedback`` when the pack has a feedback log (whose logged messages
-            are also the tools' usage examples, unless the config names ``selection.examples``).
+            companions along. Share one across a pack's conversations; None: this conversation's
+            own table, layered on the co-usage of the log the conversation ranks with
+            (``pack.feedback``, unless the config names ``selection.examples``; its logged
+            messages are also the tools' usage examples), and none without a log.
         max_rounds: model calls per turn before giving up.
         max_tokens / max_chars: the history budget (None: no reduction). Nothing is reduced
             while the history fits; once it passes the budget it is reduced to ``low_water`` of it.
@@ -235,7 +236,7 @@ class Conversation(ToolCalls, ConversationLoop):
             prefetch=prefetch,
             prefetch_max=prefetch_max,
             prefetch_cold=prefetch_cold,
-            co_usage=co_usage if co_usage is not None else co_usage_of(pack),
+            co_usage=co_usage if co_usage is not None else "log",
         )
         self.pack = pack
         self.model: ChatModel = model if isinstance(model, ChatModel) else CallableModel(model)

@@ -23,12 +23,11 @@ from shortlist.runtime._formats import (
     search_result_content,
 )
 from shortlist.runtime._offered import OfferedTools
-from shortlist.runtime._pack import RESERVED_TOOL_PREFIXES, Pack
+from shortlist.runtime._pack import RESERVED_TOOL_PREFIXES
 from shortlist.runtime._report import ToolCallRecord, TurnReport
 from shortlist.runtime._turn_events import BridgeCallRefused, RuntimeStepFailed, ToolsPrefetched
-from shortlist.selection._cousage import CoUsage
 
-__all__ = ["ToolCalls", "co_usage_of", "elapsed"]
+__all__ = ["ToolCalls", "elapsed"]
 
 
 def elapsed(start: float) -> float:
@@ -155,14 +154,3 @@ class ToolCalls(OfferedTools):
                 )
             except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
                 emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
-
-
-def co_usage_of(pack: Pack) -> CoUsage:
-    """A co-usage table for a new conversation: seeded from the pack's feedback log, if any."""
-    if pack.feedback is None:
-        return CoUsage()
-    try:
-        return CoUsage(base=pack.feedback.co_usage())
-    except Exception as exc:  # an unreadable log: learn from this conversation only (an event)
-        emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
-        return CoUsage()
