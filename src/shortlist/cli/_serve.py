@@ -147,7 +147,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--examples",
         metavar="FEEDBACK_DB",
-        help="a feedback log whose logged queries are used as usage examples of the tools "
+        help="a feedback log (a SQLite file, or a postgresql:// URL every replica shares): its logged turns "
+        "are the tools' usage examples and co-usage, and POST /v1/feedback records into it "
         "(default: the config's selection.examples)",
     )
     add_progress_flag(p)
