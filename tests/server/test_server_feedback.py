@@ -47,6 +47,15 @@ def test_a_recorded_turn_teaches_every_replica_on_the_log(tmp_path: Path, app_fa
         assert [sorted(s) for s in store.used_sets()] == [["convert_currency", "search_flights"]]
 
 
+def test_the_logs_co_usage_is_counted_at_start_up_not_by_the_first_offer(tmp_path: Path, app_factory: Any) -> None:
+    log = tmp_path / "feedback.db"
+    with FeedbackStore(log) as writer:
+        writer.record("fly and pay", used=["search_flights", "convert_currency"])
+    with app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as srv:
+        store = srv.app.state.service.shortlist.examples  # no request made yet
+        assert "tool" in store._co_usage and store._co_usage["tool"].table.turns == 2
+
+
 def test_a_retried_turn_is_recorded_once(tmp_path: Path, app_factory: Any) -> None:
     log = _empty_log(tmp_path)
     turn = {"query": "book a hotel in Rome", "used": ["book_hotel"], "external_id": "conv-7/turn-2", "kind": "tool"}

@@ -159,7 +159,8 @@ class ServiceState:
         self._warm_up_thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Build and warm every bound selector, hook the metrics; then start-up is done.
+        """Build and warm every bound selector and the feedback log's co-usage, hook the metrics; then
+        start-up is done.
 
         The selectors ``/v1/select`` uses for tools and for skills are built (options checked,
         models and indexes loaded) and run once on each catalog, or on a two-item stand-in
@@ -182,6 +183,9 @@ class ServiceState:
             self.bound_selectors[kind] = selector.name
             if not selector.name.startswith("exec:"):
                 self._warm(kind)
+        # the bound feedback log's co-usage is counted now, not by the first offer (a large log is read
+        # whole once; a log that cannot be read is an event, and the offers go on without it)
+        self.shortlist.co_usage()
         self._warm_up_at = time.monotonic()
         logger.info("selectors built and warmed in %.2f s: %s", time.perf_counter() - started, self.bound_selectors)
         self.ready = True
