@@ -163,8 +163,6 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
-    from shortlist.selection._cousage import CoUsage
-
     store = FeedbackStore(tmp_path / "fb.db")
     store.record("start the car", selected=["start_engine"], used=["press_brake", "start_engine"])
     store.record("start it again", selected=["start_engine"], used=["start_engine", "press_brake"])
@@ -173,7 +171,7 @@ def test_used_sets_feed_co_usage(tmp_path: Path) -> None:
     assert sorted(map(sorted, store.used_sets())) == [["press_brake", "start_engine"]] * 2
     assert store.used_sets(kind="skill") == [("pdf",)]
     assert len(store.used_sets(limit=1)) == 1
-    co = CoUsage.from_feedback(store)
+    co = store.co_usage()
     assert co.companions(["start_engine"]) == ["press_brake"]
 
 

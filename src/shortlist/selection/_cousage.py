@@ -5,8 +5,9 @@ Some tools are needed without being named: ``startEngine`` needs ``pressBrakePed
 feedback log does: :class:`CoUsage` counts, over the turns it observes (the tools of one
 turn, used together), how often each pair appears, and proposes a tool's *companions*:
 those seen with it in at least ``min_ratio`` of its turns, at least ``min_count`` times.
-It learns online (:meth:`CoUsage.observe`, called as a conversation records its calls) and
-can be seeded from a :class:`~shortlist.feedback.FeedbackStore` or from usage examples.
+It learns online (:meth:`CoUsage.observe`, called as a conversation records its calls); a
+feedback log's counts are :meth:`~shortlist.feedback.FeedbackStore.co_usage`, which a
+conversation's table is layered on (``base``).
 Thread-safe: one instance may be shared by every conversation of a pack.
 """
 
@@ -15,12 +16,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from shortlist.errors import UsageError
-
-if TYPE_CHECKING:
-    from shortlist.feedback import FeedbackStore
 
 __all__ = ["DEFAULT_MIN_COUNT", "DEFAULT_MIN_RATIO", "CoUsage"]
 
@@ -103,12 +100,6 @@ class CoUsage:
         for used in turns:
             self.observe(used)
         return self
-
-    @classmethod
-    def from_feedback(cls, store: FeedbackStore, *, kind: str = "tool", **options: int | float) -> CoUsage:
-        """Counts seeded from every turn of a feedback log (``options``: as the constructor's)."""
-        co = cls(**options)  # type: ignore[arg-type]
-        return co.observe_all(store.used_sets(kind=kind))
 
     def _counts(self, tool: str) -> tuple[int, Counter[str]]:
         """``tool``'s turns and its companions' shared turns: the base's and this table's summed."""

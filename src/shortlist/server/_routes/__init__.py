@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, StringConstraints
 
 from shortlist.server._state import ServiceState
 
-__all__ = ["MAX_TEXT_CHARS", "JsonDateTime", "JsonInt", "PositiveJsonInt", "Scope", "state_of"]
+__all__ = ["MAX_TEXT_CHARS", "CandidateId", "JsonDateTime", "JsonInt", "PositiveJsonInt", "Scope", "state_of"]
 
 
 def _integral(value: Any) -> Any:
@@ -41,6 +41,9 @@ PositiveJsonInt = Annotated[int, Ge(1), BeforeValidator(_integral)]
 JsonDateTime = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 _NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+
+#: A candidate id in a request body (an offer state's, a feedback turn's): non-empty, at most 1,024 characters.
+CandidateId = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 #: A memory scope in a request body: a non-empty mapping of non-empty strings.
 Scope = Annotated[

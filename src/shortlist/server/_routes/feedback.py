@@ -24,15 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from shortlist.server._auth import require_key
 from shortlist.server._errors import ApiError
 from shortlist.server._responses import FastJSONResponse
-from shortlist.server._routes import MAX_TEXT_CHARS, state_of
+from shortlist.server._routes import MAX_TEXT_CHARS, CandidateId, state_of
 from shortlist.server._routes.select import MAX_CANDIDATES
 
 __all__ = ["FeedbackRequest", "FeedbackResponse", "router"]
 
 router = APIRouter(tags=["selection"], dependencies=[Depends(require_key)])
 logger = logging.getLogger("shortlist.server")
-
-_Id = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
 class FeedbackRequest(BaseModel):
@@ -43,13 +41,13 @@ class FeedbackRequest(BaseModel):
     query: str = Field(
         min_length=1, max_length=MAX_TEXT_CHARS, description="The turn's user message (what the offer ranked)."
     )
-    used: list[_Id] = Field(
+    used: list[CandidateId] = Field(
         default_factory=list,
         max_length=MAX_CANDIDATES,
         description="Ids the model called on the turn: each gains the message as a usage example, "
         "and they count as used together.",
     )
-    selected: list[_Id] = Field(
+    selected: list[CandidateId] = Field(
         default_factory=list, max_length=MAX_CANDIDATES, description="Ids the turn offered or loaded."
     )
     kind: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] = Field(

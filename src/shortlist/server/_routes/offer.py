@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Le
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from shortlist._types import Candidate
 from shortlist.offer import OfferState, decide_offer, search_tools
@@ -33,7 +33,7 @@ from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
 from shortlist.server._errors import ApiError
 from shortlist.server._responses import FastJSONResponse
-from shortlist.server._routes import MAX_TEXT_CHARS, JsonInt, _integral, state_of
+from shortlist.server._routes import MAX_TEXT_CHARS, CandidateId, JsonInt, _integral, state_of
 from shortlist.server._routes.reduce import ChatMessage
 from shortlist.server._routes.select import MAX_CANDIDATES, CandidateIn, SelectResponse, binding, resolve_candidates
 
@@ -58,7 +58,6 @@ MAX_MESSAGES = 10_000
 MAX_SEARCH_K = 50
 
 Policy = Literal["per_turn", "stable", "deferred"]
-_Id = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
 class OfferStateIn(BaseModel):
@@ -66,11 +65,15 @@ class OfferStateIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    block: list[_Id] = Field(default_factory=list, max_length=MAX_CANDIDATES, description="Ids in the tools block.")
-    loaded: list[_Id] = Field(
+    block: list[CandidateId] = Field(
+        default_factory=list, max_length=MAX_CANDIDATES, description="Ids in the tools block."
+    )
+    loaded: list[CandidateId] = Field(
         default_factory=list, max_length=MAX_CANDIDATES, description="Ids loaded into the history by searches."
     )
-    called: list[_Id] = Field(default_factory=list, max_length=MAX_CANDIDATES, description="Ids the model called.")
+    called: list[CandidateId] = Field(
+        default_factory=list, max_length=MAX_CANDIDATES, description="Ids the model called."
+    )
     # the library's counters stop at MAX_STATE_COUNT, so every answer's state is a valid next request
     turns: JsonInt = Field(default=0, ge=0, le=MAX_STATE_COUNT, description="Turns decided so far.")
     changes: JsonInt = Field(default=0, ge=0, le=MAX_STATE_COUNT, description="Tools-block changes after turn 1.")
