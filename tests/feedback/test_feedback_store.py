@@ -117,6 +117,41 @@ def test_apply_examples_enriches_and_keeps_identity(tmp_path: Path) -> None:
         assert ranker.index_builds == 2  # examples changed: re-indexed
 
 
+def test_examples_follow_the_log_reading_only_its_new_turns(tmp_path: Path) -> None:
+    """After a write, the examples equal a fresh read of the whole log; only the new turns are read, and
+    only the candidates they used get new enriched objects (a ranker re-indexes what changed)."""
+    import random
+
+    rng = random.Random(7)
+    ids = [f"tool_{i}" for i in range(12)]
+    catalog = [Candidate(i, description=f"does {i}") for i in ids]
+    store = FeedbackStore(tmp_path / "fb.db")
+    for n in range(40):
+        store.record(
+            f"query {rng.randint(0, 15)}", used=rng.sample(ids, rng.randint(1, 3)), kind=rng.choice(["tool", "skill"])
+        )
+        if n % 3 == 0:
+            for kind in ("tool", "skill", None):
+                with FeedbackStore(tmp_path / "fb.db") as fresh:
+                    assert store.examples(kind=kind) == fresh.examples(kind=kind)
+    before = apply_examples(catalog, store, kind="tool")
+    reads: list[str] = []
+    store._db.set_trace_callback(reads.append)
+    store.record("a brand new request", used=["tool_3"], kind="tool")
+    after = apply_examples(catalog, store, kind="tool")
+    (read,) = [r for r in reads if "JOIN" in r]
+    assert "turn_id >" in read  # only the turns after the last one read (and a lookback), never the whole log
+    assert after[3].examples[-1] == "a brand new request" and after[3] is not before[3]
+    assert all(a is b for i, (a, b) in enumerate(zip(after, before, strict=True)) if i != 3)
+    with FeedbackStore(tmp_path / "fb.db") as other:  # another writer (a replica, a CLI import)
+        other.record("from elsewhere", used=["tool_5"], kind="tool")
+    again = apply_examples(catalog, store, kind="tool")
+    assert again[5].examples[-1] == "from elsewhere" and again[3] is after[3]
+    store.record("a brand new request", used=["tool_3"], kind="tool")  # a known example: nothing changes
+    assert apply_examples(catalog, store, kind="tool")[3] is after[3]
+    store.close()
+
+
 def test_feedback_raises_the_used_tool(tmp_path: Path) -> None:
     catalog = [
         Candidate("search_web", description="Search the web for pages about a topic"),

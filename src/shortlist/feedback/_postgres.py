@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from shortlist._records import load_queries
-from shortlist._types import Candidate, Query
+from shortlist._types import Query
 from shortlist.errors import CatalogError, MissingDependencyError, UsageError
-from shortlist.feedback._store import Dialect, FeedbackStore, _Folded, _ids
+from shortlist.feedback._store import Dialect, FeedbackStore, _ids
 
 try:
     import psycopg
@@ -89,10 +89,7 @@ class PostgresFeedbackStore(FeedbackStore):
         self.refresh_s = float(refresh_s)
         self._lock = threading.RLock()
         self._writes = 0
-        self._cache_key: tuple[int, int] | None = None
-        self._cache: dict[str | None, dict[str, list[str]]] = {}
-        self._enriched: dict[tuple[str | None, int | None, str, str, str, tuple[str, ...]], Candidate] = {}
-        self._co_usage: dict[str | None, _Folded] = {}
+        self._init_caches()
         self._checked = 0.0
         self._seen = 0
         # calls are serialised by the lock: one connection is used at a time, and kept for the next
@@ -192,7 +189,7 @@ class PostgresFeedbackStore(FeedbackStore):
 
     def _version(self) -> tuple[int, int]:
         now = time.monotonic()
-        if now - self._checked >= self.refresh_s or self._cache_key is None:
+        if now - self._checked >= self.refresh_s or not self._checked:
             rows = self._rows(f"SELECT COALESCE(MAX(id), 0) FROM {POSTGRES.turns}")
             self._seen = int(rows[0][0]) if rows else 0
             self._checked = now

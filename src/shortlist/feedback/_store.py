@@ -55,13 +55,48 @@ FOLD_LOOKBACK = 1000
 
 
 @dataclass
-class _Folded:
-    """A kind's co-usage table and what of the log it has counted: up to ``last``, the ids in ``seen``."""
+class _Read:
+    """What of the log a cache has read: up to turn id ``last`` and the ids in ``seen`` (the last
+    :data:`FOLD_LOOKBACK` ones), as of the log's ``version``."""
 
-    table: CoUsage
     version: tuple[int, int] | None = None
     last: int = 0
     seen: set[int] = field(default_factory=set)
+
+    def new_turns(self, rows: Iterable[Sequence[Any]]) -> list[Sequence[Any]]:
+        """The rows (turn id first) of turns not read yet; they are then read."""
+        fresh = [r for r in rows if int(r[0]) not in self.seen]
+        turns = {int(r[0]) for r in fresh}
+        self.seen.update(turns)
+        self.last = max([self.last, *turns])
+        self.seen = {i for i in self.seen if i > self.last - FOLD_LOOKBACK}
+        return fresh
+
+    @property
+    def since(self) -> int:
+        """The turn id after which the next read starts."""
+        return max(0, self.last - FOLD_LOOKBACK)
+
+
+@dataclass
+class _Folded(_Read):
+    """A kind's co-usage table and what of the log it has counted."""
+
+    table: CoUsage = field(default_factory=lambda: _new_co_usage())
+
+
+@dataclass
+class _FoldedExamples(_Read):
+    """A kind's example queries per candidate id (oldest first, no duplicates) and what of the log they hold."""
+
+    texts: dict[str, dict[str, None]] = field(default_factory=dict)
+    lists: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _new_co_usage() -> CoUsage:
+    from shortlist.selection._cousage import CoUsage
+
+    return CoUsage(frozen=True)
 
 
 @dataclass(frozen=True)
@@ -74,12 +109,13 @@ class Dialect:
     #: how a turn's uses are ordered in :meth:`FeedbackStore.used_sets` (after the turn id)
     use_order: str = ""
 
-    def examples(self, kind: str | None) -> tuple[str, tuple[Any, ...]]:
-        """Every (candidate id, query) of turns of ``kind`` (None: all), oldest turn first."""
-        where, params = (f" WHERE t.kind = {self.param}", (kind,)) if kind is not None else ("", ())
+    def examples_since(self, kind: str | None, after: int) -> tuple[str, tuple[Any, ...]]:
+        """Every (turn id, candidate id, query) of turns of ``kind`` (None: all) whose id is above ``after``,
+        oldest turn first."""
+        where, params = (f" AND t.kind = {self.param}", (after, kind)) if kind is not None else ("", (after,))
         return (
-            f"SELECT u.candidate_id, t.query FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id{where}"
-            " ORDER BY t.id",
+            f"SELECT u.turn_id, u.candidate_id, t.query FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id"
+            f" WHERE u.turn_id > {self.param}{where} ORDER BY u.turn_id",
             params,
         )
 
@@ -188,9 +224,13 @@ class FeedbackStore:
             raise CatalogError(f"{self.path}: not a usable feedback database: {exc}") from exc
         self._lock = threading.RLock()
         self._writes = 0
-        self._cache_key: tuple[int, int] | None = None
-        self._cache: dict[str | None, dict[str, list[str]]] = {}
-        self._enriched: dict[tuple[str | None, int | None, str, str, str, tuple[str, ...]], Candidate] = {}
+        self._init_caches()
+
+    def _init_caches(self) -> None:
+        """The caches of what the log was read into (examples, enriched candidates, co-usage), empty."""
+        self._examples: dict[str | None, _FoldedExamples] = {}
+        # (kind, candidate id) -> (limit, name, description, configured examples) -> the enriched copy
+        self._enriched: dict[tuple[str | None, str], dict[tuple[int | None, str, str, tuple[str, ...]], Candidate]] = {}
         self._co_usage: dict[str | None, _Folded] = {}
 
     # -- writing ----------------------------------------------------------------------------
@@ -296,19 +336,26 @@ class FeedbackStore:
         return (int(row[0]), self._writes)
 
     def _all_examples(self, kind: str | None) -> dict[str, list[str]]:
+        """The example queries per candidate id, following the log: when it changed, the turns recorded
+        since the last read are added (as :meth:`co_usage` counts them), and only the candidates they used
+        get new enriched copies, so a ranker re-indexes what changed, not the catalog."""
         key = self._version()
-        if key != self._cache_key:
-            self._cache.clear()
-            self._enriched.clear()
-            self._cache_key = key
-        cached = self._cache.get(kind)
-        if cached is None:
-            out: dict[str, dict[str, None]] = {}
-            for cid, text in self._rows(*self.dialect.examples(kind)):
-                out.setdefault(cid, {})[text] = None
-            cached = {cid: list(texts) for cid, texts in out.items()}
-            self._cache[kind] = cached
-        return cached
+        fold = self._examples.get(kind)
+        if fold is not None and fold.version == key:
+            return fold.lists
+        if fold is None:
+            fold = self._examples[kind] = _FoldedExamples()
+        changed: set[str] = set()
+        for _, cid, text in fold.new_turns(self._rows(*self.dialect.examples_since(kind, fold.since))):
+            texts = fold.texts.setdefault(str(cid), {})
+            if text not in texts:
+                texts[text] = None
+                changed.add(str(cid))
+        for cid in changed:
+            fold.lists[cid] = list(fold.texts[cid])
+            self._enriched.pop((kind, cid), None)
+        fold.version = key
+        return fold.lists
 
     def used_sets(self, *, kind: str | None = "tool", limit: int = 100_000) -> list[tuple[str, ...]]:
         """The ids used together in each recorded turn that used any, newest first (co-usage).
@@ -337,26 +384,18 @@ class FeedbackStore:
         the last :data:`FOLD_LOOKBACK` ids are read again and the new ones among them counted, so a
         turn another replica committed after a higher id was read is not lost.
         """
-        from shortlist.selection._cousage import CoUsage
-
         with self._lock:
             key = self._version()
             hit = self._co_usage.get(kind)
             if hit is not None and hit.version == key:
                 return hit.table
             if hit is None:
-                hit = _Folded(CoUsage(frozen=True))
-                self._co_usage[kind] = hit
-            rows = self._rows(*self.dialect.used_since(kind, max(0, hit.last - FOLD_LOOKBACK)))
+                hit = self._co_usage[kind] = _Folded()
             turns: dict[int, list[str]] = {}
-            for turn_id, candidate in rows:
-                if int(turn_id) not in hit.seen:
-                    turns.setdefault(int(turn_id), []).append(str(candidate))
+            for turn_id, candidate in hit.new_turns(self._rows(*self.dialect.used_since(kind, hit.since))):
+                turns.setdefault(int(turn_id), []).append(str(candidate))
             for used in turns.values():
                 hit.table._count(used)
-            hit.seen.update(turns)
-            hit.last = max([hit.last, *turns])
-            hit.seen = {i for i in hit.seen if i > hit.last - FOLD_LOOKBACK}
             hit.version = key
             return hit.table
 
@@ -391,11 +430,12 @@ class FeedbackStore:
                 if not extra:
                     out.append(c)
                     continue
-                key = (kind, limit, c.id, c.name, c.description, c.examples)
-                hit = self._enriched.get(key)
+                copies = self._enriched.setdefault((kind, c.id), {})
+                key = (limit, c.name, c.description, c.examples)
+                hit = copies.get(key)
                 if hit is None or hit.parameters is not c.parameters or hit.metadata is not c.metadata:
                     hit = c.with_examples([*c.examples, *(extra[-limit:] if limit else extra)])
-                    self._enriched[key] = hit
+                    copies[key] = hit
                 out.append(hit)
             return out
 
