@@ -30,6 +30,7 @@ import numpy as np
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import UsageError
 from shortlist.rankers._base import Abstention, Ranker, Scores
+from shortlist.rankers._recent import RecentIndexes
 from shortlist.rankers._text import candidate_fields, content_key, joined, tool_analyser
 
 __all__ = ["FUSED_EXAMPLES_WEIGHT", "Bm25Ranker", "ExamplesMode"]
@@ -147,9 +148,10 @@ class Bm25Ranker(Ranker):
         self.cache_size = cache_size
         #: Number of indexes built so far (for diagnostics and tests).
         self.index_builds = 0
-        self._entries: list[_Index] = []  # most recently used first
+        self._lock = threading.Lock()  # builds, and the term caches they fill
+        self._entries: RecentIndexes[_Index] = RecentIndexes(cache_size, lock=self._lock)
         self._terms: dict[_ContentKey, tuple[list[str], list[str]]] = {}
-        self._lock = threading.Lock()
+        self._example_cache: dict[tuple[str, ...], list[str]] = {}
 
     # -- indexing -------------------------------------------------------------------------
 
@@ -160,43 +162,51 @@ class Bm25Ranker(Ranker):
         f = candidate_fields(c)
         tok = self.analyzer.tokens
         main = tok(f["name"]) * self.name_weight + tok(joined((f["description"], f["parameters"])))
-        examples = tok(f["examples"])
+        examples = self._example_terms(c)
         if len(self._terms) >= _MAX_TERM_CACHE:
             self._terms.clear()
         self._terms[key] = (main, examples)
         return main, examples
 
-    def _build(self, candidates: tuple[Candidate, ...], keys: tuple[_ContentKey, ...]) -> _Index:
+    def _example_terms(self, c: Candidate) -> list[str]:
+        """The terms of ``c``'s examples field (cached by the examples)."""
+        if not c.examples:
+            return []
+        cached = self._example_cache.get(c.examples)
+        if cached is None:
+            cached = self.analyzer.tokens(candidate_fields(c)["examples"])
+            if len(self._example_cache) >= _MAX_TERM_CACHE:
+                self._example_cache.clear()
+            self._example_cache[c.examples] = cached
+        return cached
+
+    def _build(self, candidates: tuple[Candidate, ...], main_of: _Index | None = None) -> _Index:
+        """Index ``candidates``; ``main_of``: an index of the same candidates but for their examples,
+        whose main field is kept (``"field"`` mode: only the examples field is built)."""
         start = time.perf_counter()
         mains: list[list[str]] = []
         exs: list[list[str]] = []
-        for key, c in zip(keys, candidates, strict=True):
-            main, ex = self._doc_terms(key, c)
-            if self.examples_mode == "merge":
-                mains.append(main + ex)
-            else:
-                mains.append(main)
-                exs.append(ex)
-        main_field = _field_index(mains, self.k1, self.b)
+        if main_of is not None and self.examples_mode == "field":
+            main_field = main_of.main
+            exs = [self._example_terms(c) for c in candidates]
+        else:
+            for c in candidates:
+                main, ex = self._doc_terms(content_key(c), c)
+                if self.examples_mode == "merge":
+                    mains.append(main + ex)
+                else:
+                    mains.append(main)
+                    exs.append(ex)
+            main_field = _field_index(mains, self.k1, self.b)
         ex_field = _field_index(exs, self.k1, self.b) if exs and self.examples_weight > 0 else None
         self.index_builds += 1
         return _Index(candidates, main_field, ex_field, time.perf_counter() - start)
 
     def _index(self, candidates: Sequence[Candidate]) -> _Index:
         cands = candidates if isinstance(candidates, tuple) else tuple(candidates)
-        with self._lock:
-            for pos, entry in enumerate(self._entries):
-                # Tuple equality compares element identity first (C speed, no hashing), then
-                # Candidate equality, so a reloaded but identical catalog is a hit too.
-                if entry.candidates is cands or (len(entry.candidates) == len(cands) and entry.candidates == cands):
-                    if pos:
-                        self._entries.insert(0, self._entries.pop(pos))
-                    return entry
-            keys = tuple(content_key(c) for c in cands)
-            index = self._build(cands, keys)
-            self._entries.insert(0, index)
-            del self._entries[self.cache_size :]
-            return index
+        # The same candidates with other examples (a feedback log changed): the main field does not
+        # read them, so only the examples field is built (at 10,000 tools, a fifth of the work).
+        return self._entries.get(cands, lambda like: self._build(cands, like))
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
         """Build (or find) the index of ``candidates`` ahead of the first query.
@@ -213,6 +223,7 @@ class Bm25Ranker(Ranker):
         with self._lock:
             self._entries.clear()
             self._terms.clear()
+            self._example_cache.clear()
 
     # -- scoring --------------------------------------------------------------------------
 

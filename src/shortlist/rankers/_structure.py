@@ -3,13 +3,14 @@ phrases, its server or suite, the servers' centroid vectors and the names embedd
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shortlist._types import Candidate
+from shortlist.rankers._recent import RecentIndexes
 from shortlist.rankers._scale import GroupLayout, NameIndex, group_centroids, group_ids, name_words
 
 __all__ = ["Structure", "StructureCache"]
@@ -29,7 +30,8 @@ class Structure:
 
 
 class StructureCache:
-    """The :class:`Structure` of the last ``slots`` candidate lists, most recent first (thread-safe).
+    """The :class:`Structure` of the last ``slots`` candidate lists, most recent first (thread-safe:
+    :class:`~shortlist.rankers._recent.RecentIndexes`).
 
     Args:
         slots: how many candidate lists to keep.
@@ -37,8 +39,7 @@ class StructureCache:
 
     def __init__(self, slots: int = 4) -> None:
         self.slots = slots
-        self._entries: list[Structure] = []
-        self._lock = threading.Lock()
+        self._entries: RecentIndexes[Structure] = RecentIndexes(slots)
 
     def get(
         self, candidates: tuple[Candidate, ...], desc: Any, *, embedder: Any, server_centroid: float, name_vector: float
@@ -46,21 +47,21 @@ class StructureCache:
         """The structure of ``candidates`` (computed on a miss). ``embedder`` embeds the names alone when
         ``name_vector`` is on (None: no embedding); ``desc`` gives the servers' centroids when
         ``server_centroid`` is on."""
-        with self._lock:
-            for pos, entry in enumerate(self._entries):
-                if entry.embedder is embedder and entry.candidates == candidates:  # identity first, then equality
-                    if pos:
-                        self._entries.insert(0, self._entries.pop(pos))
-                    return entry
-        groups = group_ids(candidates)
-        centroids = group_centroids(desc, groups) if groups is not None and server_centroid > 0 else None
-        name_vectors = None
-        if embedder is not None and name_vector > 0:
-            texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
-            name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
-        layout = GroupLayout.of(groups) if groups is not None else None
-        entry = Structure(candidates, NameIndex.build(candidates), groups, layout, centroids, name_vectors, embedder)
-        with self._lock:
-            self._entries.insert(0, entry)
-            del self._entries[self.slots :]
-        return entry
+
+        def build(like: Structure | None) -> Structure:
+            if like is not None:
+                # The same list with other examples (a feedback log changed): nothing here reads them
+                # (names, ids, servers, description vectors), so the entry is kept for the new objects.
+                names = dataclasses.replace(like.names, candidates=candidates)
+                return dataclasses.replace(like, candidates=candidates, names=names)
+            groups = group_ids(candidates)
+            centroids = group_centroids(desc, groups) if groups is not None and server_centroid > 0 else None
+            name_vectors = None
+            if embedder is not None and name_vector > 0:
+                texts = [" ".join(name_words(c.name)) or c.name for c in candidates]
+                name_vectors = np.ascontiguousarray(embedder.embed(texts), dtype=np.float32)
+            layout = GroupLayout.of(groups) if groups is not None else None
+            names = NameIndex.build(candidates)
+            return Structure(candidates, names, groups, layout, centroids, name_vectors, embedder)
+
+        return self._entries.get(candidates, build, accept=lambda entry: entry.embedder is embedder)

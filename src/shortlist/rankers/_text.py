@@ -22,6 +22,7 @@ __all__ = [
     "content_key",
     "joined",
     "parameter_text",
+    "same_but_examples",
     "split_words",
     "tool_analyser",
 ]
@@ -112,6 +113,29 @@ def content_key(c: Candidate) -> tuple[str, str, str, str, tuple[str, ...]]:
     """A hashable key of everything :func:`candidate_fields` reads from ``c``."""
     params = json.dumps(c.parameters, sort_keys=True, default=str) if c.parameters else ""
     return (c.id, c.name, c.description, params, c.examples)
+
+
+def same_but_examples(a: tuple[Candidate, ...], b: tuple[Candidate, ...]) -> bool:
+    """True when ``a`` and ``b`` hold the same candidates in the same order, but for their examples.
+
+    A feedback log's examples are new candidate objects whenever the log changes; what does not
+    read the examples (a BM25 index's main field, the names and servers of the scale levers) is
+    then kept instead of rebuilt. Identical objects are compared by identity, at C speed.
+    """
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is y:
+            continue
+        if (
+            x.id != y.id
+            or x.name != y.name
+            or x.description != y.description
+            or (x.metadata is not y.metadata and x.metadata != y.metadata)
+            or (x.parameters is not y.parameters and x.parameters != y.parameters)
+        ):
+            return False
+    return True
 
 
 def joined(parts: Iterable[str]) -> str:
