@@ -9,6 +9,10 @@ log size, the default selector's ``Shortlist.select`` latency:
 * ``after write``: the first turn after one more turn was recorded (mean and worst of ``--writes``);
 * the ratio of the two.
 
+``--refresh``: the facade's ``examples_refresh``: ``sync`` (the library's default: the turn after a
+write builds the new index) and ``background`` (``shortlist serve``: a thread builds it while turns
+rank with the previous examples; the turn after the refresh is then measured as the next one).
+
 The catalog is ``bench_scale.py``'s (real tools, then suite-prefixed copies); the log holds
 ``--turns`` turns, each using one tool chosen deterministically (one in ten tools has examples at
 10,000 tools and 1,000 turns), with a distinct query text. BLAS and ONNX Runtime on one thread.
@@ -20,12 +24,13 @@ other, so before and after are measured on the same machine at the same time.
 Usage::
 
     OMP_NUM_THREADS=1 python bench/bench_feedback_turn.py [--sizes 1000,10000] [--turns 1000,100000] \
-        [--writes 5] [--src after=src --src before=/tmp/before/src] [--json OUT]
+        [--writes 5] [--refresh sync,background] [--src after=src --src before=/tmp/before/src] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -39,7 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
-def child(size: int, turns: int, writes: int, prepared: Path) -> dict[str, Any]:
+def child(size: int, turns: int, writes: int, prepared: Path, refresh: str = "sync") -> dict[str, Any]:
     """One configuration, in this process: returns the figures."""
     sys.path.insert(0, str(REPO / "bench"))
     import bench_scale
@@ -58,7 +63,9 @@ def child(size: int, turns: int, writes: int, prepared: Path) -> dict[str, Any]:
                 fh.write(json.dumps({"qid": str(i), "text": text, "gold": [cat[(i * 7919) % size].id]}) + "\n")
         store.import_jsonl(log)
         fill_s = time.perf_counter() - start
-        sl = Shortlist(list(cat), examples=store)
+        # (sync is also what a build before examples_refresh did: compared with --src, it is not passed)
+        options: dict[str, Any] = {} if refresh == "sync" else {"examples_refresh": refresh}
+        sl = Shortlist(list(cat), examples=store, **options)
         sl.select(queries[0])  # the first turn: the catalog's vectors and index
         for q in queries[1:6]:
             sl.select(q)
@@ -73,9 +80,12 @@ def child(size: int, turns: int, writes: int, prepared: Path) -> dict[str, Any]:
         for j in range(writes):
             store.record(f"{queries[50 + j]} (new)", used=[cat[(j * 104729) % size].id], kind="tool")
             after.append(timed(queries[100 + j]))
+            if refresh == "background":
+                sl._enriched.wait()  # the refresh done, the next turn ranks with the new examples
             timed(queries[150 + j])  # the next turn, on the new log
         store.close()
     return {
+        "refresh": refresh,
         "tools": size,
         "log_turns": turns,
         "fill_s": round(fill_s, 1),
@@ -91,28 +101,31 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--turns", default="1000,100000", help="log sizes (recorded turns)")
     ap.add_argument("--writes", type=int, default=5)
+    ap.add_argument("--refresh", default="sync", help="examples_refresh modes: sync (the library), background (serve)")
     ap.add_argument("--prepared", type=Path, default=REPO / ".cache" / "eval", help="converted wheel sets")
     ap.add_argument("--src", action="append", default=[], help="LABEL=DIR: run against this src folder")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(*args.child, prepared=args.prepared)))
+        size, turns, writes, refresh = args.child
+        print(json.dumps(child(int(size), int(turns), int(writes), args.prepared, refresh)))
         return
     sources = [s.split("=", 1) for s in args.src] or [["current", str(REPO / "src")]]
     rows: list[dict[str, Any]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         for turns in (int(t) for t in args.turns.split(",")):
-            for label, src in sources:
+            for (label, src), refresh in itertools.product(sources, args.refresh.split(",")):
                 env = {**os.environ, "PYTHONPATH": str(Path(src).resolve()), "OMP_NUM_THREADS": "1"}
-                cmd = [sys.executable, __file__, "--child", str(size), str(turns), str(args.writes)]
+                cmd = [sys.executable, __file__, "--child", str(size), str(turns), str(args.writes), refresh]
                 out = subprocess.run(
                     [*cmd, "--prepared", str(args.prepared)], env=env, capture_output=True, text=True, check=True
                 )
                 row = {"src": label, **json.loads(out.stdout.strip().splitlines()[-1])}
                 rows.append(row)
                 print(
-                    f"{label:>8} {row['tools']:>7,} tools {row['log_turns']:>7,} turns: steady {row['steady_ms']} ms,"
+                    f"{label:>8} {refresh:>10} {row['tools']:>7,} tools {row['log_turns']:>7,} turns:"
+                    f" steady {row['steady_ms']} ms,"
                     f" after a write {row['after_write_ms']} ms (worst {row['after_write_max_ms']}),"
                     f" x{row['ratio']}",
                     flush=True,

@@ -69,7 +69,7 @@ def test_derive_shares_every_attribute_it_does_not_set() -> None:
     parent = _Shortlist(catalog=[_Candidate("a", "a", "first")], selector=StaticSelector(["a"]))
     parent.extra_state = object()  # type: ignore[attr-defined]  # an attribute the facade may grow later
     twin = parent.derive(kind="skill", catalog=[_Candidate("b", "b", "second")])
-    set_by_derive = {"kind", "catalog", "policy", "_selector_arg", "_owns_registry", "_owns_examples"}
+    set_by_derive = {"kind", "catalog", "policy", "_selector_arg", "_owns_registry", "_owns_examples", "_enriched"}
     for name, value in vars(parent).items():
         if name not in set_by_derive:
             assert getattr(twin, name) is value, name

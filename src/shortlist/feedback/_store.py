@@ -93,6 +93,10 @@ class _FoldedExamples(_Read):
     lists: dict[str, list[str]] = field(default_factory=dict)
 
 
+#: a list enriched at a log version: (the list, the version, its enriched copy)
+_Memo = tuple[Sequence[Candidate], "tuple[int, int] | None", tuple[Candidate, ...]]
+
+
 def _new_co_usage() -> CoUsage:
     from shortlist.selection._cousage import CoUsage
 
@@ -232,6 +236,8 @@ class FeedbackStore:
         # (kind, candidate id) -> (limit, name, description, configured examples) -> the enriched copy
         self._enriched: dict[tuple[str | None, str], dict[tuple[int | None, str, str, tuple[str, ...]], Candidate]] = {}
         self._co_usage: dict[str | None, _Folded] = {}
+        # (kind, limit, id(list)) -> (the list, the log version, its enriched copy)
+        self._enrich_memo: dict[tuple[str | None, int | None, int], _Memo] = {}
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -424,6 +430,12 @@ class FeedbackStore:
         """
         with self._lock:
             cache = self._all_examples(kind)
+            # the same list again on an unchanged log (a service's catalog, every turn): the same answer
+            memo_key = (kind, limit, id(candidates))
+            version = self._examples[kind].version
+            memo = self._enrich_memo.get(memo_key)
+            if memo is not None and memo[0] is candidates and memo[1] == version:
+                return list(memo[2])
             out: list[Candidate] = []
             for c in candidates:
                 extra = cache.get(c.id)
@@ -437,6 +449,9 @@ class FeedbackStore:
                     hit = c.with_examples([*c.examples, *(extra[-limit:] if limit else extra)])
                     copies[key] = hit
                 out.append(hit)
+            self._enrich_memo[memo_key] = (candidates, version, tuple(out))  # the reference keeps id() unique
+            while len(self._enrich_memo) > 8:
+                del self._enrich_memo[next(iter(self._enrich_memo))]
             return out
 
     def stats(self) -> dict[str, Any]:

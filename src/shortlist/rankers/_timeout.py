@@ -77,6 +77,8 @@ class _Prepared:
             return
         lock, seen = entry
         key = self.key(candidates)
+        if once and key in seen:  # no lock: a warm-up of another catalog under way must not hold this turn
+            return
         with lock:  # concurrent first turns wait for one warm-up
             if once and key in seen:
                 return

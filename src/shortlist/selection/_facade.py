@@ -37,8 +37,10 @@ from shortlist.selection._narrowing import (
     expand_tool_patterns,
     live_tool_policy,
     narrow,
+    rankable_part,
 )
 from shortlist.selection._query import query_text
+from shortlist.selection._refresh import EnrichedCatalogs, ExamplesRefresh
 
 if TYPE_CHECKING:
     from shortlist.feedback._store import FeedbackStore
@@ -114,6 +116,7 @@ class Shortlist:
         kind: str = "tool",
         on_event: EventHook | None = None,
         examples: FeedbackStore | str | Path | None = None,
+        examples_refresh: ExamplesRefresh = "sync",
     ) -> None:
         source = None
         if isinstance(config, (str, Path)):
@@ -160,6 +163,7 @@ class Shortlist:
                 self.examples, self._owns_examples = FeedbackStore(examples), True
             else:
                 self.examples = examples
+        self._enriched = EnrichedCatalogs(self.prepare, mode=examples_refresh, hooks=self._hooks)
 
     def selector_for(self, kind: str) -> Selector | None:
         """The selector used for ``kind`` (resolved and initialised on first use)."""
@@ -217,6 +221,8 @@ class Shortlist:
         twin._selector_arg = self._selector_arg if selector is _INHERIT else selector
         twin._owns_registry = False  # the parent closes what it opened
         twin._owns_examples = False
+        # its own enriched catalogs: a refresh prepares the twin's selector, under the twin's policy
+        twin._enriched = EnrichedCatalogs(twin.prepare, mode=self._enriched.mode, hooks=twin._hooks)
         return twin
 
     def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:
@@ -270,9 +276,11 @@ class Shortlist:
         when the log cannot be read: a ``selection.feedback_unavailable`` event)."""
         if self.examples is not None and candidates:
             try:
-                return self.examples.enrich(candidates, kind=kind)
+                fresh = self.examples.enrich(candidates, kind=kind)
             except Exception as exc:  # a log that is down costs the turn its examples, never the turn
                 emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
+                return candidates
+            return self._enriched.serve(kind or self.kind, candidates, fresh)
         return candidates
 
     def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
@@ -305,14 +313,35 @@ class Shortlist:
         warm-up is logged, and the turn that follows falls back observably as it would anyway.
         """
         kind = kind or self.kind
-        selector = self.selector_for(kind)
-        cands = self._candidates(candidates, kind)
-        if selector is None or not cands:
+        if self.selector_for(kind) is None:  # raises what building raises
             return
-        try:  # under the policy's deadline, as a turn is: the turn then knows this catalog is prepared
-            with_deadline(selector, self.policy.timeout_s).prepare(cands)
+        cands = tuple(self._candidates(candidates, kind))
+        if not cands:
+            return
+        try:
+            self.prepare(cands, kind)
         except Exception as exc:  # the timed turn reports it (a fallback event); warming is best effort
-            logger.debug("warm-up of selector %s failed: %s", selector.name, exc)
+            logger.debug("warm-up of the %s selector failed: %s", kind, exc)
+
+    def prepare(self, candidates: Sequence[Candidate], kind: str | None = None) -> None:
+        """Prepare the ``kind`` selector for exactly what a turn over ``candidates`` hands it: their
+        rankable part (duplicate ids and pinned candidates left out), so the turn finds it prepared.
+
+        ``candidates`` are taken as they are (enrich them first: :meth:`enrich`); none prepares the
+        selector's model alone. Unlike :meth:`warm`, raises what preparing raises.
+        """
+        kind = kind or self.kind
+        selector = self.selector_for(kind)
+        if selector is None:
+            return
+        if not candidates:
+            selector.prepare(())
+            return
+        rankable = rankable_part(candidates, self.policy)
+        if not rankable:
+            return
+        # under the policy's deadline, as a turn is: the turn then knows this catalog is prepared
+        with_deadline(selector, self.policy.timeout_s).prepare(rankable)
 
     @property
     def hooks(self) -> tuple[EventHook, ...]:

@@ -46,6 +46,7 @@ __all__ = [
     "is_wildcard",
     "live_tool_policy",
     "narrow",
+    "rankable_part",
 ]
 
 #: Namespaces (the part of a tool name before the first ``__``) that are never narrowed away.
@@ -191,6 +192,12 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
             while len(_SPLIT_CACHE) > _SPLIT_CACHE_SIZE:
                 _SPLIT_CACHE.popitem(last=False)
     return split
+
+
+def rankable_part(candidates: Sequence[Candidate], policy: NarrowingPolicy | None = None) -> tuple[Candidate, ...]:
+    """What a turn over ``candidates`` hands its selector: the first of each id, pinned ones left out
+    (a warm-up prepares exactly this, so the turn finds it prepared)."""
+    return _split(candidates, (policy or NarrowingPolicy()).pins).rankable
 
 
 def _precheck(selector: Selector | None, query: Query, split: _Split) -> str | None:

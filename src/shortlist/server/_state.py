@@ -137,6 +137,9 @@ class ServiceState:
             selector=settings.selector or DEFAULT,
             config=_with_default_breakers(config, settings),
             examples=settings.examples_path,
+            # a recorded turn (POST /v1/feedback, another replica) is indexed on a thread: a request
+            # never waits for the new index, it ranks with the previous examples meanwhile
+            examples_refresh="background",
         )
         self.catalogs: dict[str, tuple[Candidate, ...]] = {
             name: tuple(load_catalog(path)) for name, path in settings.catalogs.items()
@@ -198,7 +201,7 @@ class ServiceState:
             return
         for catalog in [c for c in self.catalogs.values() if c] or [()]:
             try:
-                selector.prepare(self.shortlist.enrich(catalog, kind=kind))
+                self.shortlist.prepare(self.shortlist.enrich(catalog, kind=kind), kind)
             except Exception as exc:  # a real request falls back and reports it; start-up goes on, not ready
                 error = f"{type(exc).__name__}: {exc}"
                 self.warm_up_errors[kind] = error

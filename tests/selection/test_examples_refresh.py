@@ -1,0 +1,159 @@
+"""A feedback log's new examples: the same enriched catalog from turn to turn, and, for a service, a
+refresh in the background that never makes a request wait for the new index."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from shortlist import Shortlist
+from shortlist._events import Event
+from shortlist._types import Candidate, Query, Selection
+from shortlist.errors import UsageError
+from shortlist.feedback import FeedbackStore
+from shortlist.selection._base import Selector
+from shortlist.selection._refresh import EnrichedCatalogs, ExamplesRefreshed
+
+CATALOG = (
+    Candidate("get_weather", description="Current weather for a city"),
+    Candidate("send_mail", description="Send an email"),
+    Candidate("mcp__files__read", description="Read a file"),  # pinned by the default policy
+)
+
+
+class Recording(Selector):
+    """Answers the first candidate; remembers what it was prepared for and asked about; ``gate`` holds prepare."""
+
+    def __init__(self) -> None:
+        self.name = "recording"
+        self.prepared: list[tuple[Candidate, ...]] = []
+        self.seen: list[tuple[Candidate, ...]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def prepare(self, candidates: Sequence[Candidate]) -> None:
+        self.entered.set()
+        assert self.gate.wait(10)
+        self.prepared.append(tuple(candidates))
+
+    def select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+        self.seen.append(tuple(candidates))
+        return Selection((candidates[0].id,))
+
+
+def examples_of(cands: Sequence[Candidate], tool: str) -> tuple[str, ...]:
+    return next(c.examples for c in cands if c.id == tool)
+
+
+def test_an_unchanged_log_hands_out_the_same_enriched_catalog(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    sl = Shortlist(CATALOG, selector=sel, examples=store)
+    sl.select("weather")
+    sl.select("weather again")
+    assert sel.seen[0] is sel.seen[1]  # the same rankable tuple: every index is found by identity
+    assert examples_of(sel.seen[0], "get_weather") == ("rain in Oslo?",)
+    store.record("sunny in Rome?", used=["get_weather"])
+    sl.select("weather")  # sync (the default): this turn already ranks with the new example
+    assert examples_of(sel.seen[2], "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+    sl.select("weather")
+    assert sel.seen[3] is sel.seen[2]
+
+
+def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    events: list[Event] = []
+    sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh="background", on_event=events.append)
+    sl.warm()
+    assert [c.id for c in sel.prepared[-1]] == ["get_weather", "send_mail"]  # what a turn hands it: no pinned tool
+    first = sl.select("weather")
+    assert first.fallback is None and examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?",)
+
+    sel.gate.clear()  # the next preparation (the refresh) blocks until released
+    store.record("sunny in Rome?", used=["get_weather"])
+    answered = threading.Event()
+
+    def turn() -> None:
+        sl.select("weather now")
+        sl.select("and tomorrow")
+        answered.set()
+
+    t = threading.Thread(target=turn)
+    t.start()
+    assert sel.entered.wait(10)
+    assert answered.wait(5), "a request waited for the background index build"
+    assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?",)  # the previous examples meanwhile
+    sel.gate.set()
+    assert sl._enriched.wait(10)
+    sl.select("weather later")
+    assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+    assert sel.prepared[-1] == sel.seen[-1]  # the turn ranks exactly what the refresh prepared
+    (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+    assert refreshed.kind == "tool" and refreshed.candidates == 3 and refreshed.stale_turns == 2
+    assert refreshed.error == "" and refreshed.seconds >= 0
+
+
+def test_a_failed_refresh_is_reported_and_the_new_examples_still_arrive(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    events: list[Event] = []
+    sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh="background", on_event=events.append)
+    sl.select("weather")
+
+    def broken(candidates: Sequence[Candidate]) -> None:
+        raise RuntimeError("index build failed")
+
+    sel.prepare = broken  # type: ignore[method-assign]
+    store.record("sunny in Rome?", used=["get_weather"])
+    sl.select("weather")
+    assert sl._enriched.wait(10)
+    sl.select("weather")
+    assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+    (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+    assert "index build failed" in refreshed.error
+
+
+def test_inline_candidates_and_bad_modes() -> None:
+    calls: list[tuple[tuple[Candidate, ...], str]] = []
+    cats = EnrichedCatalogs(lambda c, k: calls.append((c, k)), mode="background", slots=2)
+    lists = [list(CATALOG) for _ in range(4)]  # a request's inline candidates: a new list each time
+    for source in lists:
+        assert cats.serve("tool", source, source) == CATALOG  # first sight: handed out as they are
+    assert len(cats._served) == 2 and not calls
+    with pytest.raises(UsageError, match="examples_refresh"):
+        EnrichedCatalogs(lambda c, k: None, mode="later")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="examples_refresh"):
+        Shortlist(CATALOG, examples_refresh="eventually")  # type: ignore[arg-type]
+
+
+def test_a_turn_under_a_deadline_does_not_wait_for_another_catalogs_warm_up() -> None:
+    """A selector under a deadline is prepared once per catalog; a turn on a prepared catalog does not
+    wait while the same selector is prepared for another one (a background refresh)."""
+    from shortlist.rankers import TimeoutSelector
+
+    sel = Recording()
+    timed = TimeoutSelector(sel, 5.0)
+    old, new = CATALOG[:2], tuple(c.with_examples(["an example"]) for c in CATALOG[:2])
+    timed.prepare(old)
+    sel.gate.clear()
+    warming = threading.Thread(target=timed.prepare, args=(new,))
+    warming.start()
+    assert sel.entered.wait(10)
+    answered = threading.Event()
+
+    def turn() -> None:
+        timed.select(Query("weather"), old)
+        answered.set()
+
+    threading.Thread(target=turn).start()
+    assert answered.wait(5), "a turn on a prepared catalog waited for another catalog's warm-up"
+    sel.gate.set()
+    warming.join(10)
