@@ -262,3 +262,26 @@ def test_a_turn_committed_late_is_still_counted_once(tmp_path: Path) -> None:
     store._writes += 1  # the log changed again: the same ids are read again, none counted twice
     assert store.co_usage().turns == 6
     store.close()
+
+
+def test_a_turn_committed_late_gives_its_example_once(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+
+    def turn(turn_id: int, query: str, *used: str) -> None:  # another writer's commit, with its own id
+        with store._lock:
+            store._db.execute(
+                "INSERT INTO turns (id, ts, kind, query, selected) VALUES (?, 0, 'tool', ?, '[]')", (turn_id, query)
+            )
+            store._db.executemany(
+                "INSERT INTO uses (turn_id, candidate_id) VALUES (?, ?)", [(turn_id, u) for u in used]
+            )
+            store._writes += 1
+
+    turn(1, "first", "x")
+    turn(5, "fifth", "x", "y")
+    assert store.examples(kind="tool") == {"x": ["first", "fifth"], "y": ["fifth"]}
+    turn(3, "third", "y")  # committed after 5 was read: still read, once
+    assert store.examples(kind="tool") == {"x": ["first", "fifth"], "y": ["fifth", "third"]}
+    store._writes += 1
+    assert store.examples(kind="tool")["y"] == ["fifth", "third"]
+    store.close()

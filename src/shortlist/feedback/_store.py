@@ -408,7 +408,8 @@ class FeedbackStore:
     def examples(
         self, ids: Iterable[str] | None = None, *, kind: str | None = None, limit: int | None = None
     ) -> dict[str, list[str]]:
-        """Return the example queries per candidate id (oldest first, duplicates dropped).
+        """Return the example queries per candidate id (oldest first, duplicates dropped; a turn another
+        replica committed late comes after those read before it).
 
         Args:
             ids: only these ids (default: every id with feedback).
