@@ -157,3 +157,18 @@ def test_a_turn_under_a_deadline_does_not_wait_for_another_catalogs_warm_up() ->
     assert answered.wait(5), "a turn on a prepared catalog waited for another catalog's warm-up"
     sel.gate.set()
     warming.join(10)
+
+
+def test_a_prepared_catalogs_key_is_remembered_not_hashed_every_turn() -> None:
+    from shortlist.rankers import _timeout
+
+    prepared = _timeout._Prepared()
+    cats = tuple(Candidate(f"t{i}", description=f"tool {i}") for i in range(50))
+    key = prepared.key(cats)
+    assert prepared._keys[id(cats)] == (cats, key)
+    assert prepared.key(cats) == key == prepared.key(list(cats))  # a list is hashed, to the same key
+    changed = (*cats[:-1], cats[-1].with_examples(["new"]))
+    assert prepared.key(changed) != key
+    for i in range(20):
+        prepared.key(tuple(cats[:i]))
+    assert len(prepared._keys) == _timeout._KEYS_KEPT

@@ -31,6 +31,10 @@ def _thread_run(selector: Selector) -> bool:
     return type(selector).aselect is Selector.aselect
 
 
+#: How many catalogs' keys are remembered (each holds its tuple: a request's inline candidates too).
+_KEYS_KEPT = 8
+
+
 class _Prepared:
     """The catalogs each selector under a deadline was prepared for, outside the deadline.
 
@@ -44,10 +48,22 @@ class _Prepared:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        self._keys: dict[int, tuple[tuple[Candidate, ...], int]] = {}
 
-    @staticmethod
-    def key(candidates: Sequence[Candidate]) -> int:
-        return hash(tuple((c.id, c.description, c.examples) for c in candidates))
+    def key(self, candidates: Sequence[Candidate]) -> int:
+        """The catalog's key: its ids, descriptions and examples (the same tuple again: remembered, not
+        hashed again; 3.5 ms a turn at 10,000 tools)."""
+        if isinstance(candidates, tuple):
+            hit = self._keys.get(id(candidates))
+            if hit is not None and hit[0] is candidates:
+                return hit[1]
+        key = hash(tuple((c.id, c.description, c.examples) for c in candidates))
+        if isinstance(candidates, tuple):
+            with self._lock:
+                self._keys[id(candidates)] = (candidates, key)  # the reference keeps id() from being reused
+                while len(self._keys) > _KEYS_KEPT:
+                    self._keys.pop(next(iter(self._keys)))
+        return key
 
     def _entry(self, selector: Selector) -> tuple[threading.Lock, OrderedDict[int, None]] | None:
         try:
