@@ -56,6 +56,31 @@ def test_the_logs_co_usage_is_counted_at_start_up_not_by_the_first_offer(tmp_pat
         assert "tool" in store._co_usage and store._co_usage["tool"].table.turns == 2
 
 
+def test_a_recorded_turns_example_reaches_the_ranking_without_a_request_waiting(
+    tmp_path: Path, app_factory: Any
+) -> None:
+    """The service indexes a log's new examples on a thread (``examples_refresh="background"``): every
+    request is answered meanwhile, and the ranking then uses the new example."""
+    import time
+
+    log = _empty_log(tmp_path)
+    query = {"catalog": "example", "query": "zorblat the quarterly figures", "k": 1}
+    with app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as srv, srv.client() as c:
+        assert srv.app.state.service.shortlist._enriched.mode == "background"
+        before = c.post("/v1/select", json=query).json()
+        assert before["ranked"] != ["convert_currency"]  # no tool says "zorblat"
+        turn = {"query": "zorblat the quarterly figures into euros", "used": ["convert_currency"]}
+        assert c.post("/v1/feedback", json=turn).status_code == 200
+        deadline = time.monotonic() + 20
+        while True:
+            r = c.post("/v1/select", json=query)
+            assert r.status_code == 200 and r.json()["fallback"] is None
+            if r.json()["ranked"] == ["convert_currency"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert r.json()["ranked"] == ["convert_currency"]  # the logged message is now its example
+
+
 def test_a_retried_turn_is_recorded_once(tmp_path: Path, app_factory: Any) -> None:
     log = _empty_log(tmp_path)
     turn = {"query": "book a hotel in Rome", "used": ["book_hotel"], "external_id": "conv-7/turn-2", "kind": "tool"}
