@@ -115,23 +115,27 @@ async def test_proxy_events_and_a_failing_log(server_args: dict[str, str], tmp_p
             store.close()  # the log breaks: searches and calls carry on
             found = await proxy.search("what time is it now")
             assert found["tools"] and await proxy.called(NOW) is False
-    by_name = [(e.name, e) for e in events if e.area == "mcp" or e.name == "selection.tool_searched"]
+    watched = ("selection.tool_searched", "selection.feedback_unavailable")
+    by_name = [(e.name, e) for e in events if e.area == "mcp" or e.name in watched]
     names = [n for n, _ in by_name]
     assert names == [
         "selection.tool_searched",
         "mcp.found_tool_called",
-        "mcp.feedback_failed",
+        "selection.feedback_unavailable",  # the log's co-usage, read as every surface reads it
+        "selection.feedback_unavailable",  # and its examples: the search goes on without them
         "selection.tool_searched",
         "mcp.feedback_failed",
         "mcp.feedback_failed",
         "mcp.found_tool_called",
     ]
+    unread = [e.what for n, e in by_name if n == "selection.feedback_unavailable"]  # type: ignore[attr-defined]
+    assert unread == ["co_usage", "examples"]
     searched = by_name[0][1]
     assert searched.found == (NOW,) and searched.query == "current time in a timezone"  # type: ignore[attr-defined]
     used = by_name[1][1]
     assert used.tool == NOW and used.recorded is True  # type: ignore[attr-defined]
     failures = [(e.what, "ProgrammingError" in e.error) for n, e in by_name if n == "mcp.feedback_failed"]  # type: ignore[attr-defined]
-    assert failures == [("examples", True), ("search", True), ("use", True)]
+    assert failures == [("search", True), ("use", True)]
     assert by_name[-1][1].recorded is False  # type: ignore[attr-defined]
 
 

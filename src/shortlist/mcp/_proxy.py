@@ -29,14 +29,15 @@ offers its own client:
   recorded (its query and the tools it found), and when the model then calls a tool that a
   search found, not one it was offered from the start (``always_include``), the call is
   recorded as a use of that tool for the search's query, once per search and tool. Searches
-  rank the upstream tools enriched with the log's examples
-  (:meth:`~shortlist.feedback.FeedbackStore.enrich`), so the next searches, in this session
-  or the next, learn from it; a found tool brings the tools the log's turns used with it
-  (:meth:`~shortlist.feedback.FeedbackStore.co_usage`: turns the runtime or ``POST /v1/feedback``
-  recorded, the proxy's own uses being one tool each). Each search is a
+  rank the upstream tools with the log's examples through the proxy's binding (its
+  ``examples``, as every surface reads a log: :meth:`~shortlist.Shortlist.enrich`), so the next
+  searches, in this session or the next, learn from it; a found tool brings the tools the log's
+  turns used with it (:meth:`~shortlist.Shortlist.co_usage`: turns the runtime or
+  ``POST /v1/feedback`` recorded, the proxy's own uses being one tool each). Each search is a
   :class:`~shortlist.offer.ToolSearched` event, each recorded use a
-  :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call
-  still goes through).
+  :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call still goes
+  through), a log that cannot be read a ``selection.feedback_unavailable`` event (the search goes
+  on without its examples and companions).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from shortlist.mcp._client import MCPClient
 from shortlist.mcp._proxy_server import build_server
 from shortlist.mcp._tools import mcp_policy
 from shortlist.offer import OfferState, search_tools
-from shortlist.offer._search import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS
+from shortlist.offer._search import SEARCH_TOOL_DESCRIPTION, SEARCH_TOOL_NAME, SEARCH_TOOL_PARAMETERS, ToolSearch
 from shortlist.selection._base import Selector
 from shortlist.selection._facade import Shortlist
 from shortlist.selection._narrowing import NarrowingPolicy, PinPolicy
@@ -110,12 +111,13 @@ class FoundToolCalled(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class FeedbackFailed(Event):
-    """Reading the feedback log's examples or recording a search or a use failed; the proxy carried on."""
+    """Recording a search or a use into the feedback log failed; the proxy carried on (reading it is the
+    binding's: ``selection.feedback_unavailable``)."""
 
     name: ClassVar[str] = "mcp.feedback_failed"
     area: ClassVar[str] = "mcp"
     level: int = logging.WARNING
-    what: str = ""  # "examples" (the log read before a search: examples, co-usage), "search" or "use"
+    what: str = ""  # "search" or "use"
     error: str = ""
 
 
@@ -212,8 +214,9 @@ class MCPProxy:
         self.always_include = self.pins.always_include
         self.max_offered = max_offered
         self.feedback = feedback
-        # the one binding the search ranks with (the upstream tools are passed on each search)
-        self.binding = Shortlist(selector=selector, policy=self.policy)
+        # the one binding the search ranks with (the upstream tools are passed on each search), and reads
+        # the log's examples and co-usage through, as every surface does
+        self.binding = Shortlist(selector=selector, policy=self.policy, examples=feedback)
         self._states: dict[int, OfferState] = {}  # session key -> its tools block
         self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
         self.state_path = Path(state_path) if state_path is not None else None
@@ -347,25 +350,17 @@ class MCPProxy:
         """
         k = max(1, min(int(k or self.k), 50))
         tools = await self.tools()
-        candidates = tools
-        co_usage = None
-        if self.feedback is not None:  # what the model used after earlier searches ranks with the tool
-            try:
-                candidates = self.feedback.enrich(tools, kind="tool")
-                co_usage = self.feedback.co_usage(kind="tool")  # the tools the log's turns used together
-            except Exception as exc:  # a broken log costs the search its examples, nothing more
-                emit(FeedbackFailed(what="examples", error=f"{type(exc).__name__}: {exc}"))
         state = self._state(session, tools)
-        result = await asyncio.to_thread(
-            search_tools,
-            self.binding,
-            state,
-            query,
-            policy="stable",
-            candidates=candidates,
-            k=k,
-            co_usage=co_usage,
-        )
+
+        def searched() -> ToolSearch:
+            # The binding ranks the tools with the log's examples (what the model used after earlier
+            # searches) and brings the tools the log's turns used together, as every surface does; a
+            # log that cannot be read is a selection.feedback_unavailable event. Off the event loop:
+            # SQLite may wait for another writer.
+            co_usage = self.binding.co_usage(kind="tool")
+            return search_tools(self.binding, state, query, policy="stable", candidates=tools, k=k, co_usage=co_usage)
+
+        result = await asyncio.to_thread(searched)
         self._states[session] = self._capped(result.state)
         chosen = list(result.found)
         ids = tuple(c.id for c in chosen)
