@@ -103,6 +103,10 @@ class Shortlist:
         examples: a feedback log (a :class:`~shortlist.feedback.FeedbackStore` or its file)
             whose logged queries enrich the candidates as usage examples (default: the
             config's ``selection.examples``, relative to the config file; None: none).
+        examples_refresh: when the log changed, ``"sync"`` (default) ranks the turn with the new
+            examples at once, building their index in the turn; ``"background"`` (what ``shortlist
+            serve`` uses) ranks with the previous ones while a thread builds it
+            (:mod:`shortlist.selection._refresh`, a ``selection.examples_refreshed`` event).
     """
 
     def __init__(
