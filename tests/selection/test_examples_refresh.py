@@ -65,12 +65,18 @@ def test_an_unchanged_log_hands_out_the_same_enriched_catalog(tmp_path: Path) ->
     assert sel.seen[3] is sel.seen[2]
 
 
-def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -> None:
+def background_service(tmp_path: Path) -> tuple[FeedbackStore, Recording, list[Event], Shortlist]:
+    """A log with one example, a recording selector and a binding that refreshes in the background."""
     store = FeedbackStore(tmp_path / "fb.db")
     store.record("rain in Oslo?", used=["get_weather"])
     sel = Recording()
     events: list[Event] = []
     sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh="background", on_event=events.append)
+    return store, sel, events, sl
+
+
+def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -> None:
+    store, sel, events, sl = background_service(tmp_path)
     sl.warm()
     assert [c.id for c in sel.prepared[-1]] == ["get_weather", "send_mail"]  # what a turn hands it: no pinned tool
     first = sl.select("weather")
@@ -101,11 +107,7 @@ def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -
 
 
 def test_a_failed_refresh_is_reported_and_the_new_examples_still_arrive(tmp_path: Path) -> None:
-    store = FeedbackStore(tmp_path / "fb.db")
-    store.record("rain in Oslo?", used=["get_weather"])
-    sel = Recording()
-    events: list[Event] = []
-    sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh="background", on_event=events.append)
+    store, sel, events, sl = background_service(tmp_path)
     sl.select("weather")
 
     def broken(candidates: Sequence[Candidate]) -> None:
@@ -165,7 +167,7 @@ def test_a_prepared_catalogs_key_is_remembered_not_hashed_every_turn() -> None:
     prepared = _timeout._Prepared()
     cats = tuple(Candidate(f"t{i}", description=f"tool {i}") for i in range(50))
     key = prepared.key(cats)
-    assert prepared._keys[id(cats)] == (cats, key)
+    assert prepared._keys.get(cats) == key
     assert prepared.key(cats) == key == prepared.key(list(cats))  # a list is hashed, to the same key
     changed = (*cats[:-1], cats[-1].with_examples(["new"]))
     assert prepared.key(changed) != key

@@ -15,11 +15,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from shortlist._memo import IdentityMemo
 from shortlist._records import load_queries
 from shortlist._sqlite import BUSY_TIMEOUT_MS, enable_wal, retry_locked
 from shortlist._types import Candidate, Query
@@ -78,11 +79,17 @@ class _Read:
         return max(0, self.last - FOLD_LOOKBACK)
 
 
+def _new_co_usage() -> CoUsage:
+    from shortlist.selection._cousage import CoUsage
+
+    return CoUsage(frozen=True)
+
+
 @dataclass
 class _Folded(_Read):
     """A kind's co-usage table and what of the log it has counted."""
 
-    table: CoUsage = field(default_factory=lambda: _new_co_usage())
+    table: CoUsage = field(default_factory=_new_co_usage)
 
 
 @dataclass
@@ -93,14 +100,7 @@ class _FoldedExamples(_Read):
     lists: dict[str, list[str]] = field(default_factory=dict)
 
 
-#: a list enriched at a log version: (the list, the version, its enriched copy)
-_Memo = tuple[Sequence[Candidate], "tuple[int, int] | None", tuple[Candidate, ...]]
-
-
-def _new_co_usage() -> CoUsage:
-    from shortlist.selection._cousage import CoUsage
-
-    return CoUsage(frozen=True)
+_FoldT = TypeVar("_FoldT", bound=_Read)
 
 
 @dataclass(frozen=True)
@@ -113,16 +113,6 @@ class Dialect:
     #: how a turn's uses are ordered in :meth:`FeedbackStore.used_sets` (after the turn id)
     use_order: str = ""
 
-    def examples_since(self, kind: str | None, after: int) -> tuple[str, tuple[Any, ...]]:
-        """Every (turn id, candidate id, query) of turns of ``kind`` (None: all) whose id is above ``after``,
-        oldest turn first."""
-        where, params = (f" AND t.kind = {self.param}", (after, kind)) if kind is not None else ("", (after,))
-        return (
-            f"SELECT u.turn_id, u.candidate_id, t.query FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id"
-            f" WHERE u.turn_id > {self.param}{where} ORDER BY u.turn_id",
-            params,
-        )
-
     def used_sets(self, kind: str | None) -> tuple[str, tuple[Any, ...]]:
         """Every (turn id, candidate id) of turns of ``kind`` (None: all), newest turn first."""
         where, params = (f" WHERE t.kind = {self.param}", (kind,)) if kind is not None else ("", ())
@@ -133,12 +123,14 @@ class Dialect:
             params,
         )
 
-    def used_since(self, kind: str | None, after: int) -> tuple[str, tuple[Any, ...]]:
-        """Every (turn id, candidate id) of turns of ``kind`` (None: all) whose id is above ``after``, oldest first."""
+    def used_since(self, kind: str | None, after: int, *, query: bool = False) -> tuple[str, tuple[Any, ...]]:
+        """Every (turn id, candidate id[, the turn's query]) of turns of ``kind`` (None: all) whose id is above
+        ``after``, oldest first."""
         where, params = (f" AND t.kind = {self.param}", (after, kind)) if kind is not None else ("", (after,))
         order = f", {self.use_order}" if self.use_order else ""
+        columns = "u.turn_id, u.candidate_id, t.query" if query else "u.turn_id, u.candidate_id"
         return (
-            f"SELECT u.turn_id, u.candidate_id FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id"
+            f"SELECT {columns} FROM {self.uses} u JOIN {self.turns} t ON t.id = u.turn_id"
             f" WHERE u.turn_id > {self.param}{where} ORDER BY u.turn_id{order}",
             params,
         )
@@ -236,8 +228,8 @@ class FeedbackStore:
         # (kind, candidate id) -> (limit, name, description, configured examples) -> the enriched copy
         self._enriched: dict[tuple[str | None, str], dict[tuple[int | None, str, str, tuple[str, ...]], Candidate]] = {}
         self._co_usage: dict[str | None, _Folded] = {}
-        # (kind, limit, id(list)) -> (the list, the log version, its enriched copy)
-        self._enrich_memo: dict[tuple[str | None, int | None, int], _Memo] = {}
+        # a list enriched, per kind and limit: (the log version, its enriched copy)
+        self._enrich_memo: IdentityMemo[tuple[tuple[int, int] | None, tuple[Candidate, ...]]] = IdentityMemo(8)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -341,18 +333,28 @@ class FeedbackStore:
         row = self._db.execute("PRAGMA data_version").fetchone()
         return (int(row[0]), self._writes)
 
+    def _read_new(
+        self, folds: dict[str | None, _FoldT], kind: str | None, make: Callable[[], _FoldT], query: bool
+    ) -> tuple[_FoldT, list[Any]]:
+        """``kind``'s fold in ``folds`` and the rows of the turns recorded since its last read (none while
+        the log is unchanged), now read into it; the caller holds the lock."""
+        key = self._version()
+        fold = folds.get(kind)
+        if fold is None:
+            fold = folds[kind] = make()
+        if fold.version == key:
+            return fold, []
+        rows = fold.new_turns(self._rows(*self.dialect.used_since(kind, fold.since, query=query)))
+        fold.version = key
+        return fold, rows
+
     def _all_examples(self, kind: str | None) -> dict[str, list[str]]:
         """The example queries per candidate id, following the log: when it changed, the turns recorded
         since the last read are added (as :meth:`co_usage` counts them), and only the candidates they used
         get new enriched copies, so a ranker re-indexes what changed, not the catalog."""
-        key = self._version()
-        fold = self._examples.get(kind)
-        if fold is not None and fold.version == key:
-            return fold.lists
-        if fold is None:
-            fold = self._examples[kind] = _FoldedExamples()
+        fold, rows = self._read_new(self._examples, kind, _FoldedExamples, query=True)
         changed: set[str] = set()
-        for _, cid, text in fold.new_turns(self._rows(*self.dialect.examples_since(kind, fold.since))):
+        for _, cid, text in rows:
             texts = fold.texts.setdefault(str(cid), {})
             if text not in texts:
                 texts[text] = None
@@ -360,7 +362,6 @@ class FeedbackStore:
         for cid in changed:
             fold.lists[cid] = list(fold.texts[cid])
             self._enriched.pop((kind, cid), None)
-        fold.version = key
         return fold.lists
 
     def used_sets(self, *, kind: str | None = "tool", limit: int = 100_000) -> list[tuple[str, ...]]:
@@ -391,19 +392,13 @@ class FeedbackStore:
         turn another replica committed after a higher id was read is not lost.
         """
         with self._lock:
-            key = self._version()
-            hit = self._co_usage.get(kind)
-            if hit is not None and hit.version == key:
-                return hit.table
-            if hit is None:
-                hit = self._co_usage[kind] = _Folded()
+            fold, rows = self._read_new(self._co_usage, kind, _Folded, query=False)
             turns: dict[int, list[str]] = {}
-            for turn_id, candidate in hit.new_turns(self._rows(*self.dialect.used_since(kind, hit.since))):
+            for turn_id, candidate in rows:
                 turns.setdefault(int(turn_id), []).append(str(candidate))
             for used in turns.values():
-                hit.table._count(used)
-            hit.version = key
-            return hit.table
+                fold.table._count(used)
+            return fold.table
 
     def examples(
         self, ids: Iterable[str] | None = None, *, kind: str | None = None, limit: int | None = None
@@ -432,11 +427,10 @@ class FeedbackStore:
         with self._lock:
             cache = self._all_examples(kind)
             # the same list again on an unchanged log (a service's catalog, every turn): the same answer
-            memo_key = (kind, limit, id(candidates))
             version = self._examples[kind].version
-            memo = self._enrich_memo.get(memo_key)
-            if memo is not None and memo[0] is candidates and memo[1] == version:
-                return list(memo[2])
+            memo = self._enrich_memo.get(candidates, kind, limit)
+            if memo is not None and memo[0] == version:
+                return list(memo[1])
             out: list[Candidate] = []
             for c in candidates:
                 extra = cache.get(c.id)
@@ -450,9 +444,7 @@ class FeedbackStore:
                     hit = c.with_examples([*c.examples, *(extra[-limit:] if limit else extra)])
                     copies[key] = hit
                 out.append(hit)
-            self._enrich_memo[memo_key] = (candidates, version, tuple(out))  # the reference keeps id() unique
-            while len(self._enrich_memo) > 8:
-                del self._enrich_memo[next(iter(self._enrich_memo))]
+            self._enrich_memo.put(candidates, (version, tuple(out)), kind, limit)
             return out
 
     def stats(self) -> dict[str, Any]:

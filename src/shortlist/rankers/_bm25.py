@@ -47,7 +47,7 @@ if logging.getLogger("bm25s").level < logging.WARNING:
 #: (MetaTool, every train example: multi split 0.808 -> 0.816 at once; ten per tool: +0.003).
 FUSED_EXAMPLES_WEIGHT = 1.0
 
-_ContentKey = tuple[str, str, str, str, tuple[str, ...]]
+_MainKey = tuple[str, str, str, str]  # content_key without the examples
 _MAX_TERM_CACHE = 250_000
 
 
@@ -150,23 +150,23 @@ class Bm25Ranker(Ranker):
         self.index_builds = 0
         self._lock = threading.Lock()  # builds, and the term caches they fill
         self._entries: RecentIndexes[_Index] = RecentIndexes(cache_size, lock=self._lock)
-        self._terms: dict[_ContentKey, tuple[list[str], list[str]]] = {}
+        self._terms: dict[_MainKey, list[str]] = {}
         self._example_cache: dict[tuple[str, ...], list[str]] = {}
 
     # -- indexing -------------------------------------------------------------------------
 
-    def _doc_terms(self, key: _ContentKey, c: Candidate) -> tuple[list[str], list[str]]:
+    def _main_terms(self, c: Candidate) -> list[str]:
+        """The terms of ``c``'s main field: name, description, parameters (cached by those, not the examples)."""
+        key: _MainKey = content_key(c)[:4]
         cached = self._terms.get(key)
-        if cached is not None:
-            return cached
-        f = candidate_fields(c)
-        tok = self.analyzer.tokens
-        main = tok(f["name"]) * self.name_weight + tok(joined((f["description"], f["parameters"])))
-        examples = self._example_terms(c)
-        if len(self._terms) >= _MAX_TERM_CACHE:
-            self._terms.clear()
-        self._terms[key] = (main, examples)
-        return main, examples
+        if cached is None:
+            f = candidate_fields(c)
+            tok = self.analyzer.tokens
+            cached = tok(f["name"]) * self.name_weight + tok(joined((f["description"], f["parameters"])))
+            if len(self._terms) >= _MAX_TERM_CACHE:
+                self._terms.clear()
+            self._terms[key] = cached
+        return cached
 
     def _example_terms(self, c: Candidate) -> list[str]:
         """The terms of ``c``'s examples field (cached by the examples)."""
@@ -184,20 +184,18 @@ class Bm25Ranker(Ranker):
         """Index ``candidates``; ``main_of``: an index of the same candidates but for their examples,
         whose main field is kept (``"field"`` mode: only the examples field is built)."""
         start = time.perf_counter()
-        mains: list[list[str]] = []
         exs: list[list[str]] = []
-        if main_of is not None and self.examples_mode == "field":
-            main_field = main_of.main
-            exs = [self._example_terms(c) for c in candidates]
+        if self.examples_mode == "merge":
+            main_field = _field_index(
+                [self._main_terms(c) + self._example_terms(c) for c in candidates], self.k1, self.b
+            )
         else:
-            for c in candidates:
-                main, ex = self._doc_terms(content_key(c), c)
-                if self.examples_mode == "merge":
-                    mains.append(main + ex)
-                else:
-                    mains.append(main)
-                    exs.append(ex)
-            main_field = _field_index(mains, self.k1, self.b)
+            exs = [self._example_terms(c) for c in candidates]
+            main_field = (
+                main_of.main
+                if main_of is not None
+                else _field_index([self._main_terms(c) for c in candidates], self.k1, self.b)
+            )
         ex_field = _field_index(exs, self.k1, self.b) if exs and self.examples_weight > 0 else None
         self.index_builds += 1
         return _Index(candidates, main_field, ex_field, time.perf_counter() - start)

@@ -21,15 +21,14 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from shortlist import _telemetry as telemetry
 from shortlist._events import EventHook, SelectionFallback, SelectionMade, SelectorRejectedIds, emit, event_hooks
+from shortlist._memo import IdentityMemo
 from shortlist._types import FALLBACK_REASONS, Candidate, Query, Selection, TurnSelection
 from shortlist.errors import SelectorError, SelectorTimeout, UsageError
 from shortlist.rankers._timeout import with_deadline
@@ -162,19 +161,14 @@ class _Split:
 # The split of a catalog depends only on the catalog and the pins. A catalog passed as a
 # tuple (what ``Shortlist`` and the server hold) is split once and reused on every turn:
 # at 10,000 candidates the pin checks would otherwise cost more than the ranking.
-_SPLIT_CACHE: OrderedDict[tuple[int, PinPolicy], tuple[tuple[Candidate, ...], _Split]] = OrderedDict()
-_SPLIT_CACHE_SIZE = 16
-_split_lock = threading.Lock()
+_SPLITS: IdentityMemo[_Split] = IdentityMemo(16)
 
 
 def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
-    key = (id(candidates), pins)
     if isinstance(candidates, tuple):
-        with _split_lock:
-            hit = _SPLIT_CACHE.get(key)
-            if hit is not None and hit[0] is candidates:
-                _SPLIT_CACHE.move_to_end(key)
-                return hit[1]
+        hit = _SPLITS.get(candidates, pins)
+        if hit is not None:
+            return hit
     seen: set[str] = set()
     eligible: list[Candidate] = []
     rankable: list[Candidate] = []
@@ -187,10 +181,7 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
         (pinned if pins.is_pinned(c.id) else rankable).append(c)
     split = _Split(tuple(eligible), tuple(rankable), tuple(pinned), {c.id: c for c in rankable})
     if isinstance(candidates, tuple):
-        with _split_lock:
-            _SPLIT_CACHE[key] = (candidates, split)  # the reference keeps id() from being reused
-            while len(_SPLIT_CACHE) > _SPLIT_CACHE_SIZE:
-                _SPLIT_CACHE.popitem(last=False)
+        _SPLITS.put(candidates, split, pins)
     return split
 
 

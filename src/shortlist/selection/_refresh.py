@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from shortlist._events import Event, EventHook, emit
+from shortlist._memo import IdentityMemo
 from shortlist._types import Candidate
 from shortlist.errors import UsageError
 
@@ -59,7 +59,6 @@ class ExamplesRefreshed(Event):
 
 @dataclass
 class _Served:
-    source: Sequence[Candidate]  # a strong reference: the key's id() is not reused while it is here
     enriched: tuple[Candidate, ...]
     pending: bool = False
     stale: int = 0
@@ -89,8 +88,7 @@ class EnrichedCatalogs:
         self.mode: ExamplesRefresh = mode
         self._prepare = prepare
         self._hooks = tuple(hooks)
-        self._slots = slots
-        self._served: OrderedDict[tuple[str, int], _Served] = OrderedDict()
+        self._served: IdentityMemo[_Served] = IdentityMemo(slots)  # per (source catalog, kind)
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -99,15 +97,11 @@ class EnrichedCatalogs:
         out before for ``source`` (the same object while nothing changed; in the background mode, also
         while the new one is being prepared)."""
         now = tuple(fresh)
-        key = (kind, id(source))
         with self._lock:
-            served = self._served.get(key)
-            if served is None or served.source is not source:
-                self._served[key] = _Served(source, now)
-                while len(self._served) > self._slots:
-                    self._served.popitem(last=False)
+            served = self._served.get(source, kind)
+            if served is None:
+                self._served.put(source, _Served(now), kind)
                 return now
-            self._served.move_to_end(key)
             if served.enriched == now:  # element identity first: C speed while the log is unchanged
                 return served.enriched
             if self.mode == "sync":
