@@ -445,7 +445,17 @@ def test_without_quoted_drops_the_payload(text: str, expected: str) -> None:
         ("'https://example.com/a?b=1'", "a web address"),
         ("'www.example.org'", "a web address"),
         ("'1,250.50'", "a number"),
-        ("'10:30'", "a number"),
+        ("'1234567890'", "a number"),  # bare digits: nothing says they are a phone number
+        ("'10:30'", "a time"),
+        ("'6:45 pm'", "a time"),
+        ("'2022-12-31'", "a date"),
+        ("'2022-12-01 10:00'", "a date"),
+        ("'12/31/2024'", "a date"),  # not a folder
+        ("'123-456-7890'", "a phone number"),
+        ("'(555) 123-4567'", "a phone number"),
+        ("'+1 415 555 2671'", "a phone number"),
+        ("'555-1234'", "a phone number"),
+        ("'2022-12'", "a number"),  # no day: not a date
         ("'-'", "something"),  # no digit: not a number
         ("'Weekly Meeting'", "something"),
         ("'U.S.'", "something"),  # no extension after the last dot

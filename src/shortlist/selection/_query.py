@@ -46,8 +46,15 @@ QUOTED_PLACEHOLDER = "something"
 _QUOTE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$"), "an email address"),
     (re.compile(r"^(?:https?://|www\.)\S+$", re.IGNORECASE), "a web address"),
+    # a calendar date (ISO, optionally with its time, or d/m/y; before paths: 12/31/2024 is no folder)
+    (re.compile(r"^\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?$|^\d{1,2}/\d{1,2}/\d{2,4}$"), "a date"),
     (re.compile(r"^\S*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}$"), "a file"),  # a name with an extension (a path too)
     (re.compile(r"^(?:~?/|\.\.?/)[\w.\-/]*$|^[\w.\-]+(?:/[\w.\-]+)*/$|^[\w.\-]+(?:/[\w.\-]+){2,}$"), "a folder"),
+    # digits that say what they are, a time of day, a phone number (3-3-4 digit groups, a country code
+    # allowed, or 3-4): a payload's kind points at the tools that take one (an event's start, an SMS's
+    # recipient)
+    (re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\.?)?$"), "a time"),
+    (re.compile(r"^\+?(?:\d{1,3}[\s.-])?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]\d{4}$|^\d{3}-\d{4}$"), "a phone number"),
     (re.compile(r"^(?=.*\d)[\d\s.,:$\u20ac\u00a3%+\-/]+$"), "a number"),
 )
 
@@ -81,7 +88,8 @@ def split_intents(text: str, *, min_words: int = 3, max_parts: int = 4, sentence
 
 def quoted_kind(span: str) -> str:
     """What a quoted span (its quotes included or not) is replaced by: its kind when its text shows
-    one (``a file``, ``a folder``, ``an email address``, ``a web address``, ``a number``), else
+    one (``a file``, ``a folder``, ``an email address``, ``a web address``, ``a date``, ``a time``,
+    ``a phone number``, ``a number``), else
     :data:`QUOTED_PLACEHOLDER`."""
     inner = span.strip().strip("'\"\u2018\u2019\u201c\u201d").strip()
     return next((kind for pattern, kind in _QUOTE_KINDS if pattern.match(inner)), QUOTED_PLACEHOLDER)
