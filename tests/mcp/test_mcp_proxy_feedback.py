@@ -83,6 +83,22 @@ async def test_a_found_tool_the_model_calls_teaches_the_next_searches(
         assert again["fallback"] is None and again["tools"][0]["name"] == NOW
 
 
+async def test_the_last_turn_is_written_when_the_client_disconnects(
+    server_args: dict[str, str], tmp_path: Path
+) -> None:
+    db = tmp_path / "log.db"
+    params = StdioServerParameters(command=sys.executable, args=_proxy_args(server_args, db))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        hit = await _search(s, "current time in Lisbon")
+        assert hit["tools"][0]["name"] == NOW
+        assert not (await s.call_tool(NOW, {"timezone": "Europe/Lisbon"})).is_error
+    # no search came after the call: the proxy wrote its turn as it stopped
+    with FeedbackStore(db) as store:
+        assert store.examples() == {NOW: ["current time in Lisbon"]}
+        assert store.stats()["uses"] == 1
+
+
 async def test_a_search_brings_the_tools_the_log_used_with_the_found_one(
     server_args: dict[str, str], tmp_path: Path
 ) -> None:
@@ -110,33 +126,63 @@ async def test_proxy_events_and_a_failing_log(server_args: dict[str, str], tmp_p
         with event_hooks(events.append):
             found = await proxy.search("current time in a timezone")
             assert [t["name"] for t in found["tools"]] == [NOW]
-            assert await proxy.called(NOW) is True
+            assert await proxy.called(NOW) is True  # credited to the search; written at the next one
             assert await proxy.called("mcp__time__convert_time") is False  # not found by a search
+            assert store.stats()["uses"] == 0
+            found = await proxy.search("what time is it now")  # the first search's turn is written first
+            assert store.stats()["uses"] == 1
             store.close()  # the log breaks: searches and calls carry on
-            found = await proxy.search("what time is it now")
-            assert found["tools"] and await proxy.called(NOW) is False
+            assert found["tools"] and await proxy.called(found["tools"][0]["name"]) is True
+            assert await proxy.flush() == 1  # its turn is attempted, and fails
+            assert await proxy.flush() == 0  # nothing waits any more
     watched = ("selection.tool_searched", "selection.feedback_unavailable")
     by_name = [(e.name, e) for e in events if e.area == "mcp" or e.name in watched]
     names = [n for n, _ in by_name]
     assert names == [
         "selection.tool_searched",
-        "mcp.found_tool_called",
-        "selection.feedback_unavailable",  # the log's co-usage, read as every surface reads it
-        "selection.feedback_unavailable",  # and its examples: the search goes on without them
+        "mcp.found_tool_called",  # written before the second search ranks
         "selection.tool_searched",
-        "mcp.feedback_failed",
         "mcp.feedback_failed",
         "mcp.found_tool_called",
     ]
-    unread = [e.what for n, e in by_name if n == "selection.feedback_unavailable"]  # type: ignore[attr-defined]
-    assert unread == ["co_usage", "examples"]
     searched = by_name[0][1]
     assert searched.found == (NOW,) and searched.query == "current time in a timezone"  # type: ignore[attr-defined]
     used = by_name[1][1]
     assert used.tool == NOW and used.recorded is True  # type: ignore[attr-defined]
     failures = [(e.what, "ProgrammingError" in e.error) for n, e in by_name if n == "mcp.feedback_failed"]  # type: ignore[attr-defined]
-    assert failures == [("search", True), ("use", True)]
+    assert failures == [("use", True)]
     assert by_name[-1][1].recorded is False  # type: ignore[attr-defined]
+    events.clear()
+    with event_hooks(events.append):  # a search on the closed log: its examples, co-usage and record fail
+        async with MCPClient([parse_server_arg(server_args["time"])]) as client:
+            proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=1, feedback=store)
+            assert (await proxy.search("current time in a timezone"))["tools"]
+    unread = [e.what for e in events if e.name == "selection.feedback_unavailable"]  # type: ignore[attr-defined]
+    assert unread == ["co_usage", "examples"]  # read as every surface reads a log; the search goes on without them
+    assert [e.what for e in events if e.name == "mcp.feedback_failed"] == ["search"]  # type: ignore[attr-defined]
+
+
+async def test_the_found_tools_called_after_one_search_are_one_turn(
+    server_args: dict[str, str], tmp_path: Path
+) -> None:
+    """Two found tools served one request: the log learns them as a pair, and each once."""
+    convert = "mcp__time__convert_time"
+    store = FeedbackStore(tmp_path / "log.db")
+    async with MCPClient([parse_server_arg(server_args["time"])]) as client:
+        proxy = MCPProxy(client, selector=create_builtin_selector("lexical"), k=2, feedback=store)
+        found = await proxy.search("time in a timezone")
+        assert {t["name"] for t in found["tools"]} == {NOW, convert}
+        for tool in (convert, NOW, convert):  # call order; a second call of a tool adds nothing
+            assert await proxy.called(tool) is True
+        assert store.stats()["turns"] == 1  # the search only: its turn is still open
+        assert await proxy.flush() == 1
+        assert store.used_sets() == [(convert, NOW)]
+        assert store.examples() == {convert: ["time in a timezone"], NOW: ["time in a timezone"]}
+        assert store.co_usage().companions([NOW]) == [convert]  # a pair, which one-tool turns never taught
+        assert await proxy.called(NOW) is True and await proxy.flush() == 0  # written already: nothing more
+        await proxy.search("another request")
+        assert store.stats()["turns"] == 3  # two searches and one turn of uses
+    store.close()
 
 
 async def test_without_a_log_the_proxy_records_nothing(server_args: dict[str, str]) -> None:

@@ -28,14 +28,16 @@ offers its own client:
 * **learning from misses** (with a ``feedback`` log, ``--feedback-db``): every search is
   recorded (its query and the tools it found), and when the model then calls a tool that a
   search found, not one it was offered from the start (``always_include``), the call is
-  recorded as a use of that tool for the search's query, once per search and tool. Searches
-  rank the upstream tools with the log's examples through the proxy's binding (its
+  credited to that search: the found tools the model calls after one search are one turn of the
+  log (the search's query, those tools in call order, each once), written when the turn closes:
+  at the session's next search (before it ranks) or when the proxy stops (:meth:`MCPProxy.flush`).
+  Searches rank the upstream tools with the log's examples through the proxy's binding (its
   ``examples``, as every surface reads a log: :meth:`~shortlist.Shortlist.enrich`), so the next
   searches, in this session or the next, learn from it; a found tool brings the tools the log's
-  turns used with it (:meth:`~shortlist.Shortlist.co_usage`: turns the runtime or
-  ``POST /v1/feedback`` recorded, the proxy's own uses being one tool each). Each search is a
-  :class:`~shortlist.offer.ToolSearched` event, each recorded use a
-  :class:`FoundToolCalled`, a failed write a :class:`FeedbackFailed` (the tool call still goes
+  turns used with it (:meth:`~shortlist.Shortlist.co_usage`: the proxy's own turns, and those the
+  runtime or ``POST /v1/feedback`` recorded). Each search is a
+  :class:`~shortlist.offer.ToolSearched` event, each credited call a :class:`FoundToolCalled` when
+  its turn is written, a failed write a :class:`FeedbackFailed` (the tool call still goes
   through), a log that cannot be read a ``selection.feedback_unavailable`` event (the search goes
   on without its examples and companions).
 """
@@ -51,7 +53,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -99,7 +101,12 @@ MAX_STATE_BYTES = 256 * 1024
 
 @dataclass(frozen=True, kw_only=True)
 class FoundToolCalled(Event):
-    """The model called a tool that a search found (it was not offered from the start)."""
+    """The model called a tool that a search found (it was not offered from the start).
+
+    With a feedback log it is emitted when the search's turn is written (the session's next search,
+    or the proxy's stop: :meth:`MCPProxy.flush`), ``recorded`` saying whether the write succeeded;
+    without one, at the call.
+    """
 
     name: ClassVar[str] = "mcp.found_tool_called"
     area: ClassVar[str] = "mcp"
@@ -175,6 +182,38 @@ class _Search:
     found: tuple[str, ...]
 
 
+@dataclass(slots=True)
+class _Uses:
+    """The found tools the model called after one search: those written to the log, those waiting for
+    the turn to close (call order), and how many turns were written for it."""
+
+    search: _Search
+    written: set[str] = field(default_factory=set)
+    pending: list[str] = field(default_factory=list)
+    turns: int = 0
+
+    def close(self) -> _Turn | None:
+        """The turn to write (the search, its external id, the tools), or None when no call waits; the
+        tools then count as written."""
+        if not self.pending:
+            return None
+        tools = tuple(self.pending)
+        self.written.update(tools)
+        self.pending = []
+        self.turns += 1
+        key = f"mcp-use:{self.search.key}" + (f":{self.turns}" if self.turns > 1 else "")
+        return self.search, key, tools
+
+
+#: A closed turn of found tools: the search, the turn's external id in the log, the tools in call order.
+_Turn = tuple[_Search, str, tuple[str, ...]]
+
+
+def _closed(credits: Sequence[_Uses]) -> list[_Turn]:
+    """The turns the credits' waiting calls make (closed: their tools count as written)."""
+    return [turn for turn in (c.close() for c in credits) if turn is not None]
+
+
 class MCPProxy:
     """The proxy's logic, independent of the transport it is served on.
 
@@ -219,6 +258,7 @@ class MCPProxy:
         self.binding = Shortlist(selector=selector, policy=self.policy, examples=feedback)
         self._states: dict[int, OfferState] = {}  # session key -> its tools block
         self._found: dict[int, dict[str, _Search]] = {}  # session key -> tool id -> the latest search that found it
+        self._uses: dict[int, dict[str, _Uses]] = {}  # session key -> search key -> the found tools called after it
         self.state_path = Path(state_path) if state_path is not None else None
         self._state_refused = False  # the path is not a regular file: neither read nor replaced
         self._known: dict[str, None] = dict.fromkeys(self._load_state())  # found by any session, most recent last
@@ -349,6 +389,7 @@ class MCPProxy:
             ``{"query", "tools": [{"name", "description", "inputSchema", "score"?}], "fallback", "selector"}``.
         """
         k = max(1, min(int(k or self.k), 50))
+        await self.flush(session)  # the tools called since the last search are a turn: this one learns from it
         tools = await self.tools()
         state = self._state(session, tools)
 
@@ -390,25 +431,71 @@ class MCPProxy:
         return {"query": query, "tools": listed, "fallback": result.fallback, "selector": result.selector}
 
     async def called(self, tool: str, *, session: int = 0) -> bool:
-        """Note that the model called ``tool``; a tool a search found is recorded as a use for its query.
+        """Note that the model called ``tool``; a tool a search found is credited to the latest search that
+        found it.
+
+        The found tools called after one search are one turn of the feedback log (the search's query,
+        the tools in call order, each once however often it is called), written when the turn closes:
+        at ``session``'s next search or at :meth:`flush`. One turn teaches each tool the query (its
+        example) and the tools that served it together (co-usage pairs).
 
         Returns:
-            True when the call was recorded in the feedback log.
+            True when the call was credited (a log is attached and a search found the tool).
         """
         search = self._found.get(session, {}).get(tool)
         if search is None:  # offered from the start, or forwarded without a search: nothing learnt
             return False
-        recorded = await self._record("use", search.query, search.found, (tool,), f"mcp-use:{search.key}:{tool}")
-        emit(FoundToolCalled(tool=tool, query=search.query, recorded=recorded))
-        return recorded
+        if self.feedback is None:
+            emit(FoundToolCalled(tool=tool, query=search.query, recorded=False))
+            return False
+        uses = self._uses.setdefault(session, {})
+        credited = uses.get(search.key)
+        if credited is None:
+            credited = uses[search.key] = _Uses(search)
+            while len(uses) > self.max_offered:  # the oldest searches' credits go (their waiting turns written)
+                turns = _closed([uses.pop(next(iter(uses)))])
+                if turns:
+                    await asyncio.to_thread(self._write_turns, turns)
+        if tool not in credited.written and tool not in credited.pending:
+            credited.pending.append(tool)
+        return True
+
+    async def flush(self, session: int | None = None) -> int:
+        """Write the turns of the found tools called since ``session``'s last search (None: every session's).
+
+        A search does this first, so the proxy calls it only at its stop; a host serving the proxy
+        itself calls it before it stops, and whenever it wants the log current.
+
+        Returns:
+            The number of turns written (or attempted: a failed write is an ``mcp.feedback_failed`` event).
+        """
+        sessions = list(self._uses) if session is None else [session]
+        turns = _closed([u for s in sessions for u in self._uses.get(s, {}).values()])  # on the loop: no call lost
+        if turns:
+            await asyncio.to_thread(self._write_turns, turns)  # off the loop: SQLite may wait for another writer
+        return len(turns)
+
+    def _write_turns(self, turns: Sequence[_Turn]) -> None:
+        """Write each closed turn, with a :class:`FoundToolCalled` per tool."""
+        for search, external_id, tools in turns:
+            recorded = self._write("use", search.query, search.found, tools, external_id)
+            for tool in tools:
+                emit(FoundToolCalled(tool=tool, query=search.query, recorded=recorded))
 
     async def _record(
         self, what: str, query: str, selected: Sequence[str], used: Sequence[str], external_id: str
     ) -> bool:
         if self.feedback is None:
             return False
-        try:  # off the event loop: SQLite may wait for another writer
-            await asyncio.to_thread(self.feedback.record, query, selected, used, kind="tool", external_id=external_id)
+        # off the event loop: SQLite may wait for another writer
+        return await asyncio.to_thread(self._write, what, query, selected, used, external_id)
+
+    def _write(self, what: str, query: str, selected: Sequence[str], used: Sequence[str], external_id: str) -> bool:
+        """Record one turn; a failure is a :class:`FeedbackFailed` event (the log is best effort)."""
+        if self.feedback is None:
+            return False
+        try:
+            self.feedback.record(query, selected, used, kind="tool", external_id=external_id)
         except Exception as exc:  # the log is best effort; the model's turn goes on
             emit(FeedbackFailed(what=what, error=f"{type(exc).__name__}: {exc}"))
             return False
@@ -426,5 +513,8 @@ class MCPProxy:
         server = self.build_server()
         options = server.create_initialization_options(NotificationOptions(tools_changed=True))
         self.start()  # upstreams connect while the client initialises
-        async with stdio_server() as (read, write):
-            await server.run(read, write, options)
+        try:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, options)
+        finally:  # the client is gone (or the proxy stops): the last turns are written
+            self._write_turns(_closed([u for uses in self._uses.values() for u in uses.values()]))
