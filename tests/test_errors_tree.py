@@ -96,3 +96,13 @@ def test_no_error_carries_an_http_status() -> None:
     for name in _subclasses(ShortlistError):
         cls = getattr(errors, name)
         assert not hasattr(cls, "status_code"), name
+
+
+def test_an_operational_error_says_when_it_may_pass() -> None:
+    assert errors.OperationalError("an extra is missing").retry_after is None  # retrying alone will not help
+    assert errors.OperationalError("feedback database unavailable", retry_after=2).retry_after == 2.0
+    assert errors.MemoryStoreUnavailable("memory database unavailable").retry_after == 1.0
+    assert errors.MemoryStoreFull("disk full").retry_after is None  # the operator must act
+    missing = errors.MissingDependencyError("pip install 'shortlist[postgres]'", name="psycopg")
+    assert missing.name == "psycopg" and missing.retry_after is None  # still an ImportError, with its name
+    assert str(errors.OperationalError("down", retry_after=1)) == "down"

@@ -32,17 +32,19 @@
         └── SummaryRejected       a compressor's parse rejected the model's summary
 
 Catch a branch to handle a kind of failure: ``UsageError`` (and so ``ValueError``) for what the
-caller must change, ``OperationalError`` for what may pass or needs the operator, ``Interrupted``
-for a run that was stopped. Selector errors carry the selector name, the elapsed time and, for external processes,
-the tail of what the process wrote on stderr. Every class is defined here (the modules that
-raise them re-export them under their old names); none carries an HTTP status: the service
-maps error types to statuses (``shortlist.server._errors``).
+caller must change, ``OperationalError`` for what may pass or needs the operator (its
+``retry_after`` is set when it may pass on its own: a memory, feedback or index database that is
+down), ``Interrupted`` for a run that was stopped. Selector errors carry the selector name, the
+elapsed time and, for external processes, the tail of what the process wrote on stderr. Every
+class is defined here (the modules that raise them re-export them under their old names); none
+carries an HTTP status: the service maps error types to statuses (``shortlist.server._errors``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "CallBudgetExhausted",
@@ -86,7 +88,19 @@ class UsageError(ShortlistError, ValueError):
 
 class OperationalError(ShortlistError):
     """Something the call depends on failed (a process, a server, a database, an extra): retry, fall back or
-    have the operator act."""
+    have the operator act.
+
+    ``retry_after``: set when the failure is expected to pass on its own (a database that is down or
+    restarting): retry after about that many seconds (the service answers 503 with a ``Retry-After``
+    header). None when retrying alone will not help (a missing extra, a full disk, a damaged file).
+    """
+
+    retry_after: float | None = None
+
+    def __init__(self, *args: object, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if retry_after is not None:
+            self.retry_after = float(retry_after)
 
 
 class Interrupted(ShortlistError):
@@ -176,6 +190,8 @@ class MemoryValueError(UsageError):
 
 class MemoryStoreUnavailable(OperationalError):
     """The memory database cannot be reached (or the connection broke mid-operation); retry later."""
+
+    retry_after: float | None = 1.0
 
 
 class MemoryStoreFull(OperationalError):

@@ -233,11 +233,16 @@ def test_a_bad_corpus_name_is_refused_before_connecting(name: str) -> None:
         PostgresBackend("postgresql://nobody@127.0.0.1:1/none", corpus=name or "?", embedder=HashEmbedder(dim=8))
 
 
-def test_an_unreachable_database_is_a_config_error() -> None:
+def test_an_unreachable_database_is_an_operational_error_that_may_pass() -> None:
     from loopback import free_port
+    from shortlist.errors import OperationalError, UsageError
 
-    with pytest.raises(ConfigError, match="index database unavailable"):
-        PostgresBackend(f"postgresql://postgres@127.0.0.1:{free_port()}/x", embedder=HashEmbedder(dim=8))
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/x"
+    with pytest.raises(OperationalError, match="index database unavailable") as caught:
+        PostgresBackend(url, embedder=HashEmbedder(dim=8))
+    assert caught.value.retry_after == 1.0 and not isinstance(caught.value, UsageError)  # not the caller's mistake
+    with pytest.raises(OperationalError, match="index database unavailable"):
+        PostgresBackend.describe(url, "c")
 
 
 def test_a_bulk_load_builds_its_indexes_after_the_rows(pgvector_dsn: str) -> None:

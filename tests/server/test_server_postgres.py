@@ -49,6 +49,31 @@ def test_database_restart_fails_cleanly_then_recovers(
         assert listed == [f"before {i}" for i in range(5)] + ["after restart"]
 
 
+def test_a_corpus_index_database_that_is_down_answers_503_then_recovers(
+    server_factory: Any, pgvector_dsn: str, pgvector: PostgresServer
+) -> None:
+    from shortlist.embeddings._hashing import HashingEmbedder
+    from shortlist.retrieval import Document
+    from shortlist.retrieval._backends.postgres import PostgresBackend
+
+    built = PostgresBackend(pgvector_dsn, corpus="outage", embedder=HashingEmbedder(64))
+    built.upsert([Document("refunds", "Refunds", "A refund reaches your card within five working days.")])
+    built.close()
+    ask = {"scope": {"user_id": "u"}, "messages": [{"role": "user", "content": "when does my refund arrive"}]}
+    with server_factory(corpus_index=f"{pgvector_dsn}?corpus=outage") as srv, srv.client() as c:
+        assert c.post("/v1/retrieve", json=ask).json()["documents"]
+        pgvector.stop("fast")
+        try:
+            r = c.post("/v1/retrieve", json=ask)
+            # the database is down, not the request wrong: 503 and a retry, never 400 bad_request
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "unavailable" and r.headers["retry-after"] == "1"
+            assert "index database unavailable" in r.json()["error"]["message"]
+        finally:
+            pgvector.start()
+        assert c.post("/v1/retrieve", json=ask).json()["documents"]
+
+
 def test_after_a_restart_one_broken_connection_discards_the_idle_ones(pg_dsn: str, postgres: PostgresServer) -> None:
     from shortlist.memory import Memory
     from shortlist.memory._postgres import MemoryStoreUnavailable, PostgresMemoryStore

@@ -10,7 +10,8 @@ replica serves are re-read when the log has grown (newest turn id), checked at m
 ``refresh_s``: a turn recorded on one replica reaches the others' rankers within that time. The
 reading SQL is :class:`~shortlist.feedback._store.FeedbackStore`'s, built for these tables
 (:data:`POSTGRES`); the connection comes from :class:`shortlist._pg.IdlePool`, so a server restart
-costs the calls made while it is down (``CatalogError``), not the store.
+costs the calls made while it is down (an :class:`~shortlist.errors.OperationalError` with
+``retry_after``), not the store.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from shortlist._records import load_queries
 from shortlist._types import Query
-from shortlist.errors import CatalogError, MissingDependencyError, UsageError
+from shortlist.errors import CatalogError, MissingDependencyError, OperationalError, UsageError
 from shortlist.feedback._store import Dialect, FeedbackStore, _ids
 
 try:
@@ -35,7 +36,7 @@ except ImportError as exc:  # the store names its extra instead of a traceback
 
     raise MissingDependencyError(f"the PostgreSQL feedback log needs psycopg: {pip_install('postgres')}") from exc
 
-from shortlist._pg import IdlePool, first_line, migrate
+from shortlist._pg import IdlePool, first_line, migrate, unavailable
 
 __all__ = ["MIGRATIONS", "POSTGRES", "PostgresFeedbackStore"]
 
@@ -67,8 +68,8 @@ MIGRATIONS: tuple[str, ...] = (
 POSTGRES = Dialect(turns="shortlist_feedback_turns", uses="shortlist_feedback_uses", param="%s", use_order="u.pos")
 
 
-def _unavailable(exc: psycopg.OperationalError) -> CatalogError:
-    return CatalogError(f"feedback database unavailable: {first_line(exc)}")
+def _unavailable(exc: psycopg.OperationalError) -> OperationalError:
+    return unavailable("feedback", exc)
 
 
 class PostgresFeedbackStore(FeedbackStore):
@@ -79,7 +80,8 @@ class PostgresFeedbackStore(FeedbackStore):
         refresh_s: how often, at most, the examples are checked for other replicas' new turns.
 
     Raises:
-        CatalogError: the database cannot be reached or its tables cannot be created.
+        OperationalError: the database cannot be reached (``retry_after`` is set).
+        CatalogError: its tables cannot be created.
     """
 
     dialect = POSTGRES
@@ -108,7 +110,7 @@ class PostgresFeedbackStore(FeedbackStore):
 
     @contextmanager
     def _pg(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection (reopened after the server went away); unreachable means CatalogError."""
+        """The connection (reopened after the server went away); unreachable is an OperationalError."""
         if self._pool.closed:
             raise CatalogError("this feedback store is closed")
         with self._pool.connection(_unavailable) as conn:

@@ -71,7 +71,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (404, "Unknown catalog, selector or corpus, or no feedback log bound"),
         (413, "Body, candidate or text count over the server's limit"),
         (422, "Invalid request"),
-        (503, "A shared store (the memory database, the feedback log) is unavailable; retry"),
+        (503, "A shared store (memory database, feedback log, PostgreSQL corpus index) is down; retry later"),
         (507, "The memory store is out of space (full disk); nothing was written"),
         (504, "Not answered within the request timeout"),
     )

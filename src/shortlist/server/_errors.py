@@ -2,12 +2,15 @@
 
 Every error body is ``{"error": {"code": "...", "message": "..."}}``. Validation errors list
 the failing locations but never echo the submitted values (they may hold memory contents).
-Anything unexpected is logged with its traceback on the server and answered ``500 internal``.
+Anything unexpected is logged with its traceback on the server and answered ``500 internal``. A
+failure that may pass on its own (an :class:`~shortlist.errors.OperationalError` with ``retry_after``:
+a memory, feedback or index database that is down) is ``503 unavailable`` with ``Retry-After``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,7 +23,7 @@ from shortlist.errors import (
     DocumentTooDeep,
     MemoryStoreCorrupt,
     MemoryStoreFull,
-    MemoryStoreUnavailable,
+    OperationalError,
     ShortlistError,
     UsageError,
 )
@@ -102,8 +105,8 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
         return _json(422, "too_deep", str(exc))
     if isinstance(exc, UsageError):  # any other mistake of the caller's: config, catalog, memory scope or value
         return _json(400, "bad_request", str(exc))
-    if isinstance(exc, MemoryStoreUnavailable):  # its database is down
-        return _json(503, "unavailable", str(exc), headers={"Retry-After": "1"})
+    if isinstance(exc, OperationalError) and exc.retry_after is not None:  # a database down: it may pass
+        return _json(503, "unavailable", str(exc), headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
     if isinstance(exc, MemoryStoreFull):  # its disk is full: the operator must act
         logger.error("request failed: %s: %s", type(exc).__name__, exc)
         return _json(507, "insufficient_storage", _STORE_FULL)

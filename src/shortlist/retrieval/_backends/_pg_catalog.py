@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from shortlist._pg import first_line
+from shortlist._pg import first_line, unavailable
 from shortlist._text import Analyser
 from shortlist.errors import REBUILD_INDEX_HINT, ConfigError
 from shortlist.retrieval._backends._embedded_files import analyser_problem as _analyser_problem
@@ -104,7 +104,8 @@ def describe_corpus(dsn: str, corpus: str) -> dict[str, Any] | None:
     """What the database records about ``corpus`` (embedder, dim, counts, ...), or None when it has none.
 
     Raises:
-        ConfigError: a bad corpus name (checked first), or the database cannot be reached.
+        ConfigError: a bad corpus name (checked first).
+        OperationalError: the database cannot be reached (``retry_after`` is set).
     """
     import psycopg
 
@@ -121,7 +122,7 @@ def describe_corpus(dsn: str, corpus: str) -> dict[str, Any] | None:
             names = [d.name for d in cur.description or ()]
             return dict(zip(names, row, strict=True))
     except psycopg.OperationalError as exc:
-        raise ConfigError(f"index database unavailable: {first_line(exc)}") from exc
+        raise unavailable("index", exc) from exc
 
 
 def ensure_catalog(conn: psycopg.Connection[Any]) -> None:

@@ -25,11 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from shortlist._pg import IdlePool
-from shortlist._pg import first_line as _first_line
+from shortlist._pg import IdlePool, unavailable
 from shortlist._text import analyser
 from shortlist.embeddings._base import Embedder, Vectors
-from shortlist.errors import ConfigError, MissingDependencyError
+from shortlist.errors import ConfigError, MissingDependencyError, OperationalError
 from shortlist.retrieval._backends.base import PREFETCH, Hit, IndexBackend, Progress, UpsertReport
 from shortlist.retrieval._document import Chunker, Document
 
@@ -85,8 +84,8 @@ _BULK = 1000
 _BATCH_DOCS = 20_000
 
 
-def _unavailable(exc: psycopg.OperationalError) -> ConfigError:
-    return ConfigError(f"index database unavailable: {_first_line(exc)}")
+def _unavailable(exc: psycopg.OperationalError) -> OperationalError:
+    return unavailable("index", exc)
 
 
 class PostgresBackend(IndexBackend):
@@ -121,7 +120,8 @@ class PostgresBackend(IndexBackend):
 
     Raises:
         ConfigError: no embedder, a bad corpus name, a server without pgvector, a corpus built with
-            another embedder, analyser or schema version, or an unreachable database.
+            another embedder, analyser or schema version.
+        OperationalError: the database cannot be reached (``retry_after`` is set).
     """
 
     def __init__(
@@ -298,7 +298,8 @@ class PostgresBackend(IndexBackend):
         """What the database records about ``corpus`` (embedder, dim, counts, ...), or None when it has none.
 
         Raises:
-            ConfigError: a bad corpus name (checked first), or the database cannot be reached.
+            ConfigError: a bad corpus name (checked first).
+            OperationalError: the database cannot be reached (``retry_after`` is set).
         """
         return describe_corpus(dsn, corpus)
 
