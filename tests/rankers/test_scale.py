@@ -454,7 +454,8 @@ def test_without_quoted_drops_the_payload(text: str, expected: str) -> None:
         ("'123-456-7890'", "a phone number"),
         ("'(555) 123-4567'", "a phone number"),
         ("'+1 415 555 2671'", "a phone number"),
-        ("'555-1234'", "a phone number"),
+        ("'+14155552671'", "a phone number"),
+        ("'500-1000'", "a number"),  # a range as often as a local phone number
         ("'2022-12'", "a number"),  # no day: not a date
         ("'-'", "something"),  # no digit: not a number
         ("'Weekly Meeting'", "something"),

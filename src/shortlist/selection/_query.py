@@ -51,10 +51,10 @@ _QUOTE_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\S*[\w-]\.[A-Za-z][A-Za-z0-9]{0,4}$"), "a file"),  # a name with an extension (a path too)
     (re.compile(r"^(?:~?/|\.\.?/)[\w.\-/]*$|^[\w.\-]+(?:/[\w.\-]+)*/$|^[\w.\-]+(?:/[\w.\-]+){2,}$"), "a folder"),
     # digits that say what they are, a time of day, a phone number (3-3-4 digit groups, a country code
-    # allowed, or 3-4): a payload's kind points at the tools that take one (an event's start, an SMS's
-    # recipient)
+    # allowed, or + and 8-15 digits; not 3-4, which is as often a range): a payload's kind points at
+    # the tools that take one (an event's start, an SMS's recipient)
     (re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\.?)?$"), "a time"),
-    (re.compile(r"^\+?(?:\d{1,3}[\s.-])?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]\d{4}$|^\d{3}-\d{4}$"), "a phone number"),
+    (re.compile(r"^\+?(?:\d{1,3}[\s.-])?\(?\d{3}\)?[\s.-]?\d{3}[\s.-]\d{4}$|^\+\d{8,15}$"), "a phone number"),
     (re.compile(r"^(?=.*\d)[\d\s.,:$\u20ac\u00a3%+\-/]+$"), "a number"),
 )
 
