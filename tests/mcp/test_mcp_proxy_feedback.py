@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,45 @@ async def test_the_last_turn_is_written_when_the_client_disconnects(
     with FeedbackStore(db) as store:
         assert store.examples() == {NOW: ["current time in Lisbon"]}
         assert store.stats()["uses"] == 1
+
+
+async def test_sigterm_stops_the_proxy_and_writes_its_last_turn(server_args: dict[str, str], tmp_path: Path) -> None:
+    """A supervisor's SIGTERM ends the proxy as a closed stdin does: the open turn is written, exit 0."""
+    db = tmp_path / "log.db"
+    proxy = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *_proxy_args(server_args, db),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proxy.stdin is not None and proxy.stdout is not None
+
+    async def ask(message: dict[str, Any]) -> dict[str, Any]:
+        assert proxy.stdin is not None and proxy.stdout is not None
+        proxy.stdin.write((json.dumps(message) + "\n").encode())
+        await proxy.stdin.drain()
+        if "id" not in message:
+            return {}
+        while True:
+            line = await asyncio.wait_for(proxy.stdout.readline(), 60)
+            assert line, "the proxy closed its stdout"
+            answer: dict[str, Any] = json.loads(line)
+            if answer.get("id") == message["id"]:
+                return answer
+
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    await ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    await ask({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    search = {"name": "find_tools", "arguments": {"query": "current time in Lisbon"}}
+    found = await ask({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search})
+    assert NOW in json.dumps(found)
+    now = {"name": NOW, "arguments": {"timezone": "Europe/Lisbon"}}
+    assert not (await ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": now}))["result"]["isError"]
+    proxy.send_signal(signal.SIGTERM)  # stdin still open: only the signal stops it
+    assert await asyncio.wait_for(proxy.wait(), 30) == 0
+    with FeedbackStore(db) as store:
+        assert store.examples() == {NOW: ["current time in Lisbon"]}
 
 
 async def test_a_search_brings_the_tools_the_log_used_with_the_found_one(

@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import signal
 import stat
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shortlist.cli._output import fail
+
+if TYPE_CHECKING:
+    from shortlist.mcp._proxy import MCPProxy
 
 __all__ = ["register"]
 
@@ -80,6 +86,27 @@ def _state_problem(path: Path) -> str | None:
     return None
 
 
+def _stop_on_sigterm(proxy: MCPProxy) -> None:
+    """Make SIGTERM (a supervisor stopping the proxy) end it as a closed stdin does, at once.
+
+    The proxy waits on stdin in a thread no cancellation reaches, so a graceful stop would wait for
+    the client's next message: the handler writes the turns of found tools called since the last
+    search (:meth:`~shortlist.mcp._proxy.MCPProxy.flush_now`) and exits 0. The upstream servers see
+    their pipes close and exit; the log's writes were committed as they were made.
+    """
+
+    def stop() -> None:
+        try:
+            proxy.flush_now()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signal handlers here
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``shortlist mcp-proxy`` until the client disconnects."""
     from shortlist.errors import CatalogError
@@ -115,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
                     feedback=feedback,
                     state_path=state,
                 )
+                _stop_on_sigterm(proxy)
                 await proxy.serve_stdio()
             finally:
                 await client.close()

@@ -30,7 +30,8 @@ offers its own client:
   search found, not one it was offered from the start (``always_include``), the call is
   credited to that search: the found tools the model calls after one search are one turn of the
   log (the search's query, those tools in call order, each once), written when the turn closes:
-  at the session's next search (before it ranks) or when the proxy stops (:meth:`MCPProxy.flush`).
+  at the session's next search (before it ranks) or when the proxy stops (:meth:`MCPProxy.flush`;
+  ``shortlist mcp-proxy`` on a closed stdin or SIGTERM).
   Searches rank the upstream tools with the log's examples through the proxy's binding (its
   ``examples``, as every surface reads a log: :meth:`~shortlist.Shortlist.enrich`), so the next
   searches, in this session or the next, learn from it; a found tool brings the tools the log's
@@ -475,6 +476,17 @@ class MCPProxy:
             await asyncio.to_thread(self._write_turns, turns)  # off the loop: SQLite may wait for another writer
         return len(turns)
 
+    def flush_now(self) -> int:
+        """:meth:`flush` every session on this thread, blocking: for a stop where no event loop will run
+        again (the end of :meth:`serve_stdio`, a signal handler).
+
+        Returns:
+            The number of turns written (or attempted).
+        """
+        turns = _closed([u for uses in self._uses.values() for u in uses.values()])
+        self._write_turns(turns)
+        return len(turns)
+
     def _write_turns(self, turns: Sequence[_Turn]) -> None:
         """Write each closed turn, with a :class:`FoundToolCalled` per tool."""
         for search, external_id, tools in turns:
@@ -517,4 +529,4 @@ class MCPProxy:
             async with stdio_server() as (read, write):
                 await server.run(read, write, options)
         finally:  # the client is gone (or the proxy stops): the last turns are written
-            self._write_turns(_closed([u for uses in self._uses.values() for u in uses.values()]))
+            self.flush_now()
