@@ -101,8 +101,12 @@ async def test_the_last_turn_is_written_when_the_client_disconnects(
         assert store.stats()["uses"] == 1
 
 
-async def test_sigterm_stops_the_proxy_and_writes_its_last_turn(server_args: dict[str, str], tmp_path: Path) -> None:
-    """A supervisor's SIGTERM ends the proxy as a closed stdin does: the open turn is written, exit 0."""
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+async def test_a_signal_stops_the_proxy_and_writes_its_last_turn(
+    server_args: dict[str, str], tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """A supervisor's SIGTERM or a Ctrl-C ends the proxy at once, as a closed stdin does: the open turn is
+    written (SIGINT hung until the client's next message, SIGTERM killed it with the turn unwritten)."""
     db = tmp_path / "log.db"
     proxy = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -134,8 +138,8 @@ async def test_sigterm_stops_the_proxy_and_writes_its_last_turn(server_args: dic
     assert NOW in json.dumps(found)
     now = {"name": NOW, "arguments": {"timezone": "Europe/Lisbon"}}
     assert not (await ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": now}))["result"]["isError"]
-    proxy.send_signal(signal.SIGTERM)  # stdin still open: only the signal stops it
-    assert await asyncio.wait_for(proxy.wait(), 30) == 0
+    proxy.send_signal(sig)  # stdin still open: only the signal stops it
+    assert await asyncio.wait_for(proxy.wait(), 30) == code
     with FeedbackStore(db) as store:
         assert store.examples() == {NOW: ["current time in Lisbon"]}
 

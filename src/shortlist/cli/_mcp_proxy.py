@@ -86,25 +86,29 @@ def _state_problem(path: Path) -> str | None:
     return None
 
 
-def _stop_on_sigterm(proxy: MCPProxy) -> None:
-    """Make SIGTERM (a supervisor stopping the proxy) end it as a closed stdin does, at once.
+def _stop_on_signals(proxy: MCPProxy) -> None:
+    """Make SIGTERM (a supervisor stopping the proxy) and SIGINT (Ctrl-C) end it at once, as a closed
+    stdin does.
 
     The proxy waits on stdin in a thread no cancellation reaches, so a graceful stop would wait for
-    the client's next message: the handler writes the turns of found tools called since the last
-    search (:meth:`~shortlist.mcp._proxy.MCPProxy.flush_now`) and exits 0. The upstream servers see
-    their pipes close and exit; the log's writes were committed as they were made.
+    the client's next message (SIGINT hung until then): the handler writes the turns of found tools
+    called since the last search (:meth:`~shortlist.mcp._proxy.MCPProxy.flush_now`) and exits, 0 on
+    SIGTERM and 130 on SIGINT. The upstream servers see their pipes close and exit; the log's writes
+    were committed as they were made.
     """
 
-    def stop() -> None:
+    def stop(code: int) -> None:
         try:
             proxy.flush_now()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(0)
+            os._exit(code)
 
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signal handlers here
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop)
+    loop = asyncio.get_running_loop()
+    for sig, code in ((signal.SIGTERM, 0), (signal.SIGINT, 130)):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # no signal handlers here
+            loop.add_signal_handler(sig, stop, code)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                     feedback=feedback,
                     state_path=state,
                 )
-                _stop_on_sigterm(proxy)
+                _stop_on_signals(proxy)
                 await proxy.serve_stdio()
             finally:
                 await client.close()

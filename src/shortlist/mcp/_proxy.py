@@ -31,7 +31,7 @@ offers its own client:
   credited to that search: the found tools the model calls after one search are one turn of the
   log (the search's query, those tools in call order, each once), written when the turn closes:
   at the session's next search (before it ranks) or when the proxy stops (:meth:`MCPProxy.flush`;
-  ``shortlist mcp-proxy`` on a closed stdin or SIGTERM).
+  ``shortlist mcp-proxy`` on a closed stdin, SIGTERM or SIGINT).
   Searches rank the upstream tools with the log's examples through the proxy's binding (its
   ``examples``, as every surface reads a log: :meth:`~shortlist.Shortlist.enrich`), so the next
   searches, in this session or the next, learn from it; a found tool brings the tools the log's
