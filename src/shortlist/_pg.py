@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from shortlist.errors import MissingDependencyError, OperationalError
+from shortlist.errors import MissingDependencyError, first_line
 
 try:
     import psycopg
@@ -24,23 +24,9 @@ except ImportError as exc:  # the stores name their extra; this says the same
 
     raise MissingDependencyError(f"PostgreSQL needs psycopg: {pip_install('postgres')}") from exc
 
-__all__ = ["RETRY_AFTER_S", "IdlePool", "first_line", "migrate", "unavailable"]
-
-#: How long a caller is told to wait before retrying a call whose database was unreachable.
-RETRY_AFTER_S = 1.0
+__all__ = ["IdlePool", "first_line", "migrate"]
 
 Connection = psycopg.Connection[Any]
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (PostgreSQL's are several lines long)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def unavailable(what: str, exc: BaseException) -> OperationalError:
-    """The error of a call whose ``what`` database (``feedback``, ``index``) cannot be reached: it may pass
-    on its own, so it carries ``retry_after`` (the service answers 503 with ``Retry-After``)."""
-    return OperationalError(f"{what} database unavailable: {first_line(exc)}", retry_after=RETRY_AFTER_S)
 
 
 def migrate(conn: Connection, *, table: str, lock_id: int, migrations: Sequence[str]) -> int:

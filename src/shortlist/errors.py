@@ -202,6 +202,23 @@ class MemoryStoreCorrupt(OperationalError):
     """The memory database file is damaged (SQLite reports it malformed or not a database)."""
 
 
+#: Seconds a caller is told to wait before retrying a call whose server could not be reached.
+RETRY_AFTER_S = 1.0
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (a database's are several lines long)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def unavailable(what: str, cause: BaseException) -> OperationalError:
+    """The error of a call whose ``what`` (``"feedback database"``, ``"index server"``) cannot be reached:
+    it may pass on its own, so it carries ``retry_after`` (the service answers 503 with ``Retry-After``).
+    The one home of that error for the stores without a class of their own (the memory store has
+    :class:`MemoryStoreUnavailable`)."""
+    return OperationalError(f"{what} unavailable: {first_line(cause)}", retry_after=RETRY_AFTER_S)
+
+
 REBUILD_INDEX_HINT = "rebuild it with 'shortlist index build'"
 
 

@@ -94,3 +94,18 @@ def test_one_location_only() -> None:
         QdrantBackend(":memory:", url="http://127.0.0.1:6333", embedder=HashingEmbedder())
     with pytest.raises(ConfigError):
         QdrantBackend(":memory:")
+
+
+def test_a_server_that_cannot_be_reached_is_an_operational_error_that_may_pass() -> None:
+    """Nothing listens on the port: the refused connection is the index server being down (503 in the
+    service), not a qdrant-client exception (a 500) or a caller's mistake."""
+    from loopback import free_port
+    from shortlist.errors import OperationalError, UsageError
+
+    with pytest.raises(OperationalError, match="index server unavailable") as caught:
+        QdrantBackend(
+            url=f"http://127.0.0.1:{free_port()}",
+            embedder=HashingEmbedder(16),
+            client_options={"check_compatibility": False},  # no version probe on a thread of its own
+        )
+    assert caught.value.retry_after == 1.0 and not isinstance(caught.value, UsageError)

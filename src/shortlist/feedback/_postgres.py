@@ -26,7 +26,7 @@ from typing import Any
 
 from shortlist._records import load_queries
 from shortlist._types import Query
-from shortlist.errors import CatalogError, MissingDependencyError, OperationalError, UsageError
+from shortlist.errors import CatalogError, MissingDependencyError, OperationalError, UsageError, unavailable
 from shortlist.feedback._store import Dialect, FeedbackStore, _ids
 
 try:
@@ -36,7 +36,7 @@ except ImportError as exc:  # the store names its extra instead of a traceback
 
     raise MissingDependencyError(f"the PostgreSQL feedback log needs psycopg: {pip_install('postgres')}") from exc
 
-from shortlist._pg import IdlePool, first_line, migrate, unavailable
+from shortlist._pg import IdlePool, first_line, migrate
 
 __all__ = ["MIGRATIONS", "POSTGRES", "PostgresFeedbackStore"]
 
@@ -69,7 +69,7 @@ POSTGRES = Dialect(turns="shortlist_feedback_turns", uses="shortlist_feedback_us
 
 
 def _unavailable(exc: psycopg.OperationalError) -> OperationalError:
-    return unavailable("feedback", exc)
+    return unavailable("feedback database", exc)
 
 
 class PostgresFeedbackStore(FeedbackStore):

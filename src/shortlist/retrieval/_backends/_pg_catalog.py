@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from shortlist._pg import first_line, unavailable
+from shortlist._pg import first_line
 from shortlist._text import Analyser
-from shortlist.errors import REBUILD_INDEX_HINT, ConfigError
+from shortlist.errors import REBUILD_INDEX_HINT, ConfigError, unavailable
 from shortlist.retrieval._backends._embedded_files import analyser_problem as _analyser_problem
 from shortlist.retrieval._backends._pg_graph import hnsw_ddl, hnsw_indexes, schema_version
 from shortlist.retrieval._backends._pg_names import SCHEMA_VERSION, check_corpus_name, split_corpus_url
@@ -122,7 +122,7 @@ def describe_corpus(dsn: str, corpus: str) -> dict[str, Any] | None:
             names = [d.name for d in cur.description or ()]
             return dict(zip(names, row, strict=True))
     except psycopg.OperationalError as exc:
-        raise unavailable("index", exc) from exc
+        raise unavailable("index database", exc) from exc
 
 
 def ensure_catalog(conn: psycopg.Connection[Any]) -> None:

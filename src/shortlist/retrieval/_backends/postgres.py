@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from shortlist._pg import IdlePool, unavailable
+from shortlist._pg import IdlePool
 from shortlist._text import analyser
 from shortlist.embeddings._base import Embedder, Vectors
-from shortlist.errors import ConfigError, MissingDependencyError, OperationalError
+from shortlist.errors import ConfigError, MissingDependencyError, OperationalError, unavailable
 from shortlist.retrieval._backends.base import PREFETCH, Hit, IndexBackend, Progress, UpsertReport
 from shortlist.retrieval._document import Chunker, Document
 
@@ -85,7 +85,7 @@ _BATCH_DOCS = 20_000
 
 
 def _unavailable(exc: psycopg.OperationalError) -> OperationalError:
-    return unavailable("index", exc)
+    return unavailable("index database", exc)
 
 
 class PostgresBackend(IndexBackend):

@@ -8,23 +8,26 @@ recorded in a small companion collection (``<name>__meta``) when chunks are writ
 run both legs as ``Prefetch`` and fuse them with RRF at ``k=60``, set explicitly (the client's
 local default is 2), so rankings agree with :class:`~shortlist.retrieval._backends.embedded.EmbeddedBackend`.
 The companion collection also records the text analyser's signature (:mod:`shortlist._text`), checked
-like the embedded index's manifest.
+like the embedded index's manifest. A server that cannot be reached (refused, timed out, the
+connection dropped) is an :class:`~shortlist.errors.OperationalError` with ``retry_after``, as a
+PostgreSQL index's is: the service answers 503, not 500.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
 from shortlist._events import emit
 from shortlist._text import analyser
 from shortlist.embeddings._base import Embedder, Vectors
-from shortlist.errors import ConfigError, MissingDependencyError
+from shortlist.errors import ConfigError, MissingDependencyError, unavailable
 from shortlist.retrieval._backends._embedded_files import analyser_problem as _analyser_problem
 from shortlist.retrieval._backends.base import PREFETCH, RRF_K, Hit, IndexBackend, Progress, UpsertReport
 from shortlist.retrieval._backends.embedded import IndexUnverified
@@ -32,6 +35,7 @@ from shortlist.retrieval._document import Chunk, Chunker, Document
 
 try:
     from qdrant_client import QdrantClient, models
+    from qdrant_client.http.exceptions import ResponseHandlingException
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from shortlist._install import pip_install
 
@@ -42,6 +46,24 @@ __all__ = ["QdrantBackend"]
 _NS = uuid.UUID("6f1f0a52-2d36-4d0e-9a53-3c1d7c2f61b1")
 _META_ID = str(uuid.uuid5(_NS, "shortlist-meta"))
 _BATCH = 256
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reaching(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``method``, with the server's transport failures (``ResponseHandlingException``: refused, timed
+    out, dropped) raised as the index server being unavailable."""
+
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except ResponseHandlingException as exc:
+            raise unavailable("index server", exc) from exc
+
+    return call
 
 
 def _term_index(term: str) -> int:
@@ -73,6 +95,7 @@ class QdrantBackend(IndexBackend):
 
     Raises:
         ConfigError: no embedder, several locations, or an embedder other than the collection's.
+        OperationalError: the server cannot be reached (``retry_after`` is set; so for every method).
     """
 
     def __init__(
@@ -116,6 +139,7 @@ class QdrantBackend(IndexBackend):
 
     # -- setup -----------------------------------------------------------------------------
 
+    @_reaching
     def _ensure_collections(self) -> None:
         assert self.embedder is not None
         if self.client.collection_exists(self.meta_collection):
@@ -190,6 +214,7 @@ class QdrantBackend(IndexBackend):
         values = [c / (c + norm) for c in tf.values()]
         return models.SparseVector(indices=indices, values=values)
 
+    @_reaching
     def upsert(self, documents: Sequence[Document], *, progress: Progress | None = None) -> UpsertReport:
         """See :meth:`IndexBackend.upsert`."""
         todo, added, updated, unchanged = self._plan(documents)
@@ -236,6 +261,7 @@ class QdrantBackend(IndexBackend):
                 self._meta["chunks"] = max(0, int(self._meta["chunks"]) - gone)
                 self._meta["tokens"] = max(0, int(self._meta["tokens"]) - tokens)
 
+    @_reaching
     def delete(self, document_ids: Iterable[str]) -> int:
         """See :meth:`IndexBackend.delete`."""
         known = self.hashes()
@@ -245,6 +271,7 @@ class QdrantBackend(IndexBackend):
             self._write_meta()
         return len(ids)
 
+    @_reaching
     def hashes(self) -> dict[str, str]:
         """See :meth:`IndexBackend.hashes`."""
         out: dict[str, str] = {}
@@ -264,6 +291,7 @@ class QdrantBackend(IndexBackend):
             if offset is None:
                 return out
 
+    @_reaching
     def count(self) -> int:
         """See :meth:`IndexBackend.count`."""
         flt = models.Filter(must=[models.FieldCondition(key="position", match=models.MatchValue(value=0))])
@@ -282,6 +310,7 @@ class QdrantBackend(IndexBackend):
             must.append(models.FieldCondition(key=f"metadata.{key}", match=match))
         return models.Filter(must=must)
 
+    @_reaching
     def query(
         self,
         text: str = "",
