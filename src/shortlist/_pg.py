@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from shortlist.errors import MissingDependencyError, first_line
+from shortlist.errors import MissingDependencyError
 
 try:
     import psycopg
@@ -24,7 +24,7 @@ except ImportError as exc:  # the stores name their extra; this says the same
 
     raise MissingDependencyError(f"PostgreSQL needs psycopg: {pip_install('postgres')}") from exc
 
-__all__ = ["IdlePool", "first_line", "migrate"]
+__all__ = ["IdlePool", "migrate"]
 
 Connection = psycopg.Connection[Any]
 

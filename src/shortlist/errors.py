@@ -86,6 +86,10 @@ class UsageError(ShortlistError, ValueError):
     """The caller's input or settings are wrong; the message says what to change. Also a :class:`ValueError`."""
 
 
+#: Seconds a caller is told to wait before retrying a call whose server could not be reached.
+RETRY_AFTER_S = 1.0
+
+
 class OperationalError(ShortlistError):
     """Something the call depends on failed (a process, a server, a database, an extra): retry, fall back or
     have the operator act.
@@ -191,7 +195,7 @@ class MemoryValueError(UsageError):
 class MemoryStoreUnavailable(OperationalError):
     """The memory database cannot be reached (or the connection broke mid-operation); retry later."""
 
-    retry_after: float | None = 1.0
+    retry_after: float | None = RETRY_AFTER_S
 
 
 class MemoryStoreFull(OperationalError):
@@ -200,10 +204,6 @@ class MemoryStoreFull(OperationalError):
 
 class MemoryStoreCorrupt(OperationalError):
     """The memory database file is damaged (SQLite reports it malformed or not a database)."""
-
-
-#: Seconds a caller is told to wait before retrying a call whose server could not be reached.
-RETRY_AFTER_S = 1.0
 
 
 def first_line(exc: BaseException) -> str:

@@ -37,7 +37,7 @@ from shortlist.embeddings._cache import (
 )
 from shortlist.embeddings._cache_rows import CacheInfo, check_rows, report_dropped, row_digest
 from shortlist.embeddings._cache_rows import encoded as _encoded
-from shortlist.errors import EmbeddingError, MissingDependencyError
+from shortlist.errors import EmbeddingError, MissingDependencyError, first_line
 
 try:
     import psycopg
@@ -46,7 +46,7 @@ except ImportError as exc:  # the store names its extra instead of a traceback
 
     raise MissingDependencyError(f"a PostgreSQL vector cache needs psycopg: {pip_install('postgres')}") from exc
 
-from shortlist._pg import IdlePool, first_line, migrate
+from shortlist._pg import IdlePool, migrate
 
 __all__ = ["MIGRATIONS", "PostgresVectorStore"]
 

@@ -26,7 +26,14 @@ from typing import Any
 
 from shortlist._records import load_queries
 from shortlist._types import Query
-from shortlist.errors import CatalogError, MissingDependencyError, OperationalError, UsageError, unavailable
+from shortlist.errors import (
+    CatalogError,
+    MissingDependencyError,
+    OperationalError,
+    UsageError,
+    first_line,
+    unavailable,
+)
 from shortlist.feedback._store import Dialect, FeedbackStore, _ids
 
 try:
@@ -36,7 +43,7 @@ except ImportError as exc:  # the store names its extra instead of a traceback
 
     raise MissingDependencyError(f"the PostgreSQL feedback log needs psycopg: {pip_install('postgres')}") from exc
 
-from shortlist._pg import IdlePool, first_line, migrate
+from shortlist._pg import IdlePool, migrate
 
 __all__ = ["MIGRATIONS", "POSTGRES", "PostgresFeedbackStore"]
 

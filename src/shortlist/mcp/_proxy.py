@@ -470,8 +470,7 @@ class MCPProxy:
         Returns:
             The number of turns written (or attempted: a failed write is an ``mcp.feedback_failed`` event).
         """
-        sessions = list(self._uses) if session is None else [session]
-        turns = _closed([u for s in sessions for u in self._uses.get(s, {}).values()])  # on the loop: no call lost
+        turns = self._close_turns(session)  # on the loop: no call lost
         if turns:
             await asyncio.to_thread(self._write_turns, turns)  # off the loop: SQLite may wait for another writer
         return len(turns)
@@ -483,9 +482,14 @@ class MCPProxy:
         Returns:
             The number of turns written (or attempted).
         """
-        turns = _closed([u for uses in self._uses.values() for u in uses.values()])
+        turns = self._close_turns(None)
         self._write_turns(turns)
         return len(turns)
+
+    def _close_turns(self, session: int | None) -> list[_Turn]:
+        """Close the open turns of ``session`` (None: of every session), to be written."""
+        sessions = list(self._uses) if session is None else [session]
+        return _closed([u for s in sessions for u in self._uses.get(s, {}).values()])
 
     def _write_turns(self, turns: Sequence[_Turn]) -> None:
         """Write each closed turn, with a :class:`FoundToolCalled` per tool."""

@@ -39,7 +39,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shortlist._pg import IdlePool
-from shortlist._pg import first_line as _first_line
 from shortlist.embeddings._base import Embedder
 from shortlist.errors import (
     ConfigError,
@@ -47,6 +46,7 @@ from shortlist.errors import (
     MemoryStoreUnavailable,
     MemoryValueError,
     MissingDependencyError,
+    first_line,
 )
 
 try:
@@ -198,15 +198,15 @@ def _has_nul(memory: Memory) -> bool:
 
 
 def _unavailable(exc: psycopg.OperationalError) -> MemoryStoreUnavailable:
-    return MemoryStoreUnavailable(f"memory database unavailable: {_first_line(exc)}")
+    return MemoryStoreUnavailable(f"memory database unavailable: {first_line(exc)}")
 
 
 def _refused(exc: psycopg.Error) -> Exception | None:
     """The errors that leave the connection usable: a full disk (retrying will not help) and a refused value."""
     if isinstance(exc, psycopg.errors.DiskFull):  # an OperationalError, but the connection is fine
-        return MemoryStoreFull(f"memory database is out of disk space: {_first_line(exc)}")
+        return MemoryStoreFull(f"memory database is out of disk space: {first_line(exc)}")
     if isinstance(exc, psycopg.DataError):  # a value PostgreSQL refuses (class 22)
-        return MemoryValueError(f"the memory database refused a value: {_first_line(exc)}")
+        return MemoryValueError(f"the memory database refused a value: {first_line(exc)}")
     return None
 
 
@@ -300,7 +300,7 @@ class PostgresMemoryStore(MemoryStore):
                         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 except psycopg.Error as exc:
                     raise ConfigError(
-                        f"recall by meaning needs pgvector on the memory database ({_first_line(exc)})"
+                        f"recall by meaning needs pgvector on the memory database ({first_line(exc)})"
                     ) from exc
                 conn.execute("ALTER TABLE shortlist_memories ADD COLUMN IF NOT EXISTS embedding vector")
                 conn.execute("ALTER TABLE shortlist_memories ADD COLUMN IF NOT EXISTS embedding_model TEXT")

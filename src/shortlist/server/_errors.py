@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from shortlist.errors import (
+    RETRY_AFTER_S,
     ContextBudgetError,
     DocumentTooDeep,
     MemoryStoreCorrupt,
@@ -28,7 +29,7 @@ from shortlist.errors import (
     UsageError,
 )
 
-__all__ = ["ApiError", "error_body", "install_error_handlers"]
+__all__ = ["ApiError", "error_body", "install_error_handlers", "retry_after_headers"]
 
 logger = logging.getLogger("shortlist.server")
 
@@ -59,6 +60,11 @@ class ApiError(Exception):
         self.message = message
         self.headers = headers
         self.extra = extra or {}
+
+
+def retry_after_headers(seconds: float = RETRY_AFTER_S) -> dict[str, str]:
+    """The ``Retry-After`` header of a 503 whose cause may pass in about ``seconds`` (whole seconds, at least 1)."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -106,7 +112,7 @@ async def _shortlist_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, UsageError):  # any other mistake of the caller's: config, catalog, memory scope or value
         return _json(400, "bad_request", str(exc))
     if isinstance(exc, OperationalError) and exc.retry_after is not None:  # a database down: it may pass
-        return _json(503, "unavailable", str(exc), headers={"Retry-After": str(max(1, math.ceil(exc.retry_after)))})
+        return _json(503, "unavailable", str(exc), headers=retry_after_headers(exc.retry_after))
     if isinstance(exc, MemoryStoreFull):  # its disk is full: the operator must act
         logger.error("request failed: %s: %s", type(exc).__name__, exc)
         return _json(507, "insufficient_storage", _STORE_FULL)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from shortlist._pg import first_line
 from shortlist._text import Analyser
-from shortlist.errors import REBUILD_INDEX_HINT, ConfigError, unavailable
+from shortlist.errors import REBUILD_INDEX_HINT, ConfigError, first_line, unavailable
 from shortlist.retrieval._backends._embedded_files import analyser_problem as _analyser_problem
 from shortlist.retrieval._backends._pg_graph import hnsw_ddl, hnsw_indexes, schema_version
 from shortlist.retrieval._backends._pg_names import SCHEMA_VERSION, check_corpus_name, split_corpus_url

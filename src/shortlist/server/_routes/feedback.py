@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from shortlist.server._auth import require_key
-from shortlist.server._errors import ApiError
+from shortlist.server._errors import ApiError, retry_after_headers
 from shortlist.server._responses import FastJSONResponse
 from shortlist.server._routes import MAX_TEXT_CHARS, CandidateId, state_of
 from shortlist.server._routes.select import MAX_CANDIDATES
@@ -80,7 +80,7 @@ async def feedback(body: FeedbackRequest, request: Request) -> FastJSONResponse:
     except Exception as exc:  # the body was valid: the log failed (its database is down, locked, full)
         logger.warning("feedback not recorded: %s: %s", type(exc).__name__, exc)
         raise ApiError(
-            503, "unavailable", "the feedback log cannot be written now; retry", headers={"Retry-After": "1"}
+            503, "unavailable", "the feedback log cannot be written now; retry", headers=retry_after_headers()
         ) from None
     out: dict[str, Any] = {"recorded": bool(turn), "turn": turn or None}
     return FastJSONResponse(out)
