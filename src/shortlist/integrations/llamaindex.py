@@ -145,7 +145,7 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         out = [self._by_name[n] for n in names]
         return [*out, self.find_tools] if search else out
 
-    def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[BaseTool]:  # type: ignore[override]
+    def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[BaseTool]:  # type: ignore[override, unused-ignore]
         """The tools to offer for a user message (or the one tool a name names)."""
         text = self._text(str_or_query_bundle)
         named = self._named(text)
@@ -154,7 +154,7 @@ class ShortlistToolRetriever(ObjectRetriever[BaseTool]):
         choice = self.narrower.choose(self.catalog, self._conversation(text))
         return self._tools(choice.names, choice.search_tool)
 
-    async def aretrieve(self, str_or_query_bundle: str | QueryBundle) -> list[BaseTool]:  # type: ignore[override]
+    async def aretrieve(self, str_or_query_bundle: str | QueryBundle) -> list[BaseTool]:  # type: ignore[override, unused-ignore]
         """Async twin of :meth:`retrieve`."""
         text = self._text(str_or_query_bundle)
         named = self._named(text)

@@ -175,7 +175,7 @@ class ShortlistModel(Model):
         self._note(getattr(response, "output", None), conv)
         return response
 
-    async def stream_response(  # type: ignore[override]
+    async def stream_response(  # type: ignore[override, unused-ignore]
         self,
         system_instructions: Any,
         input: Any,

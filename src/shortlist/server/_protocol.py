@@ -349,7 +349,7 @@ class H11LimitedProtocol(_Limits, H11Protocol):
             super().connection_lost(exc)
 
 
-class HttpToolsLimitedProtocol(_Limits, HttpToolsProtocol):  # type: ignore[misc]
+class HttpToolsLimitedProtocol(_Limits, HttpToolsProtocol):  # type: ignore[misc, unused-ignore]
     """uvicorn's ``httptools`` protocol with a header deadline and a connection cap."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

@@ -176,7 +176,7 @@ def _texts_of(value: str | list[str] | list[int] | list[list[int]]) -> list[str]
     if _is_id(value[0]):
         return [decode_tokens(value, where="input")]  # type: ignore[arg-type]
     if isinstance(value[0], list):
-        return [decode_tokens(ids, where=f"input[{i}]") for i, ids in enumerate(value)]  # type: ignore[arg-type]
+        return [decode_tokens(ids, where=f"input[{i}]") for i, ids in enumerate(value)]  # type: ignore[arg-type, unused-ignore]
     return value  # type: ignore[return-value]
 
 
