@@ -106,7 +106,7 @@ def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
     assert len(json.loads(out.stdout)["prefetched"]) == expected
 
 
-@pytest.mark.parametrize("flag", ["--prefetch-max", "--prefetch-cold"])
+@pytest.mark.parametrize("flag", ["--prefetch-max", "--prefetch-cold", "--prefetch-tokens"])
 def test_a_negative_prefetch_bound_is_a_one_line_error(flag: str) -> None:
     out = offer("send a message", flag, "-1")
     assert out.returncode != 0 and flag in out.stderr and "Traceback" not in out.stderr
@@ -115,11 +115,17 @@ def test_a_negative_prefetch_bound_is_a_one_line_error(flag: str) -> None:
 @pytest.mark.parametrize("command", ["offer", "eval"])
 def test_the_help_states_the_prefetch_defaults_the_offer_uses(command: str) -> None:
     """The help text cannot import the offer (start-up time), so it repeats its defaults: keep them equal."""
-    from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX
+    from shortlist.offer._policies import (
+        DEFAULT_PREFETCH,
+        DEFAULT_PREFETCH_COLD,
+        DEFAULT_PREFETCH_MAX,
+        DEFAULT_PREFETCH_TOKENS,
+    )
 
     helped = run_cli(command, "--help")
     text = " ".join(helped.stdout.split())
     assert f"while no tool was called yet (default {DEFAULT_PREFETCH_COLD})" in text
+    assert f"('none': any size; default {DEFAULT_PREFETCH_TOKENS})" in text
     assert f"top tools loaded this turn (default {DEFAULT_PREFETCH})" in text or (
         f"top tools loaded per turn (default {DEFAULT_PREFETCH})" in text
     )

@@ -212,7 +212,14 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
     )
     assert default.returncode == wide.returncode == narrow.returncode == 0, default.stderr + wide.stderr + narrow.stderr
     reports = [json.loads(out.stdout) for out in (default, wide, narrow)]
-    assert reports[0]["offer"] == {"k": 5, "search_k": 5, "prefetch": 1, "prefetch_max": 4, "prefetch_cold": 0}
+    assert reports[0]["offer"] == {
+        "k": 5,
+        "search_k": 5,
+        "prefetch": 1,
+        "prefetch_max": 4,
+        "prefetch_cold": 0,
+        "prefetch_tokens": 250,
+    }
     assert reports[1]["offer"]["prefetch_max"] == 3 and reports[2]["offer"]["prefetch_max"] == 0
     slots = [r["strategies"]["deferred"]["loads"]["prefetch"]["by_slot"] for r in reports]
     assert list(slots[0]) == ["1", "2", "3", "4"] and list(slots[1]) == ["1", "2", "3"] and list(slots[2]) == ["1"]
@@ -222,3 +229,8 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
     for flag in ("--prefetch-max", "--prefetch-cold"):
         bad = cli(*base, flag, "-2")
         assert bad.returncode != 0 and f"{flag} must be >= 0" in bad.stderr and "Traceback" not in bad.stderr
+    any_size = json.loads(cli(*base, "--prefetch-tokens", "none").stdout)
+    assert any_size["offer"]["prefetch_tokens"] is None
+    for raw in ("-2", "many"):
+        bad = cli(*base, "--prefetch-tokens", raw)
+        assert bad.returncode != 0 and "--prefetch-tokens" in bad.stderr and "Traceback" not in bad.stderr

@@ -106,6 +106,44 @@ def test_no_prefetch_stays_no_prefetch_before_the_first_call() -> None:
     assert len(cold_off.offer("send a message").prefetched) == 1
 
 
+#: Six tools scored alike, the 2nd and the 4th with long definitions (a long description: over 250
+#: estimated tokens each), the others short.
+_LONG = "Look up an order by its id and return every field of it, line items and history included. " * 12
+SIZED = tuple(Candidate(f"order_{i}", description=_LONG if i in (1, 3) else "look up an order") for i in range(6))
+
+
+def test_the_deep_slots_leave_long_definitions_to_a_search() -> None:
+    from shortlist._tokens import definition_tokens
+    from shortlist.offer._policies import DEFAULT_PREFETCH_TOKENS, PrefetchTrimmed
+
+    assert definition_tokens(SIZED[1]) > DEFAULT_PREFETCH_TOKENS >= definition_tokens(SIZED[0])
+    events: list[Event] = []
+    sl = Shortlist(SIZED, selector=FunctionSelector(tied), on_event=events.append)
+    # nothing called yet: 2 + 2 loaded, widened up to 4 + 2 on the flat top
+    session = ToolSession(sl, prefetch=2, prefetch_max=4, prefetch_cold=2)
+    assert session.prefetch_tokens == DEFAULT_PREFETCH_TOKENS
+    offer = session.offer("look up my order")
+    # the first two load whatever their size; after them the long order_3 is left out
+    assert offer.prefetched == ("order_0", "order_1", "order_2", "order_4", "order_5")
+    trimmed = [e for e in events if isinstance(e, PrefetchTrimmed)]
+    assert [(e.skipped, e.limit) for e in trimmed] == [(("order_3",), DEFAULT_PREFETCH_TOKENS)]
+    assert trimmed[0].tokens == (definition_tokens(SIZED[3]),)
+    assert "order_3" in offer.deferred  # a search still finds it
+    assert session.search("order_3 look up an order") and "order_3" in session.state.loaded
+    # None: any size; a limit of 0 keeps only the first prefetch tools
+    any_size = ToolSession(sl, prefetch=2, prefetch_max=4, prefetch_cold=2, prefetch_tokens=None)
+    assert any_size.offer("look up my order").prefetched == tuple(f"order_{i}" for i in range(6))
+    none_deep = ToolSession(sl, prefetch=2, prefetch_max=4, prefetch_cold=2, prefetch_tokens=0)
+    assert none_deep.offer("look up my order").prefetched == ("order_0", "order_1")
+
+
+def test_a_negative_prefetch_token_limit_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="prefetch_tokens"):
+        ToolSession(shortlist(), prefetch_tokens=-1)
+    with pytest.raises(ConfigError, match="prefetch_tokens"):
+        decide_offer(shortlist(), OfferState(), "x", policy="deferred", prefetch=2, prefetch_tokens=-1)
+
+
 def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:
     s = ToolSession(shortlist(), policy="deferred", k=1, prefetch=1, hot=1)
     s.offer("weather in Oslo")

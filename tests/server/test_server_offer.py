@@ -235,6 +235,8 @@ def test_offer_requests_are_validated_strictly(app_factory: Any) -> None:
             {**base, "prefetch_max": -1},
             {**base, "prefetch_cold": 51},
             {**base, "prefetch_cold": -1},
+            {**base, "prefetch_tokens": -1},
+            {**base, "prefetch_tokens": "250"},
             {**base, "prefix_tokens": -5},
             {**base, "messages": [{"role": "user", "content": "x"}]},  # both query and messages
             {"catalog": "example"},  # neither
@@ -381,6 +383,25 @@ def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
         r = c.post("/v1/offer", json={**body, **options})
     assert r.status_code == 200, r.text
     assert len(r.json()["prefetched"]) == expected
+
+
+def test_the_deep_prefetch_slots_leave_long_definitions_unless_told_any_size(app_factory: Any) -> None:
+    """The 2nd tool of a flat top, past ``prefetch``, has a long definition: left to a search by
+    default, loaded with ``prefetch_tokens: null`` (any size) or a limit it fits."""
+    long = "Delivered to its channel with thread, mentions, attachments and formatting options. " * 12
+    tools = [{**TIES[0]}, {**TIES[1], "description": "Send a message. " + long}, *TIES[2:]]
+    body: dict[str, Any] = {"candidates": tools, "query": "send a message", "policy": "deferred", "k": 1}
+    body |= {"prefetch": 1, "prefetch_cold": 0, "prefetch_max": 4}
+    with app_factory(selector="bm25") as srv, srv.client() as c:
+        default, any_size, roomy = (
+            c.post("/v1/offer", json={**body, **extra})
+            for extra in ({}, {"prefetch_tokens": None}, {"prefetch_tokens": 100_000})
+        )
+    for r in (default, any_size, roomy):
+        assert r.status_code == 200, r.text
+    assert "send_1" not in default.json()["prefetched"] and len(default.json()["prefetched"]) == 3
+    assert "send_1" in any_size.json()["prefetched"] and len(any_size.json()["prefetched"]) == 4
+    assert roomy.json()["prefetched"] == any_size.json()["prefetched"]
 
 
 def test_companions_come_from_the_bound_feedback_log_and_follow_it(tmp_path: Path, app_factory: Any) -> None:

@@ -16,7 +16,10 @@ from typing import Any
 
 from shortlist.cli._output import write_json, write_text
 
-__all__ = ["register"]
+__all__ = ["add_prefetch_tokens", "prefetch_tokens_of", "register"]
+
+#: ``--prefetch-tokens`` not given (``none`` is a value: any size).
+_DEFAULT_TOKENS: Any = object()
 
 
 def register(sub: Any) -> None:
@@ -54,6 +57,7 @@ def register(sub: Any) -> None:
         type=int,
         help="deferred: loaded more, and widened further, while no tool was called yet (default 2)",
     )
+    add_prefetch_tokens(p)
     p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
     p.add_argument("--prefix-tokens", type=int, default=0, help="system prompt + history behind the block")
     p.add_argument("--state", help="the previous turn's offer state (JSON file); absent: the first turn")
@@ -61,6 +65,39 @@ def register(sub: Any) -> None:
     p.add_argument("--search", metavar="QUERY", help="run the model's find_tools search instead of a turn")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def add_prefetch_tokens(p: Any) -> None:
+    """Add ``--prefetch-tokens`` to a parser or argument group (``shortlist offer``, ``shortlist eval``);
+    read it with :func:`prefetch_tokens_of`."""
+    p.add_argument(
+        "--prefetch-tokens",
+        type=_prefetch_tokens_arg,
+        default=_DEFAULT_TOKENS,
+        help="deferred: past the first --prefetch tools, only definitions of at most this many tokens are "
+        "loaded ('none': any size; default 250)",
+    )
+
+
+def prefetch_tokens_of(args: argparse.Namespace) -> int | None:
+    """``--prefetch-tokens``, or the default (:data:`~shortlist.offer._policies.DEFAULT_PREFETCH_TOKENS`)."""
+    from shortlist.offer._policies import DEFAULT_PREFETCH_TOKENS
+
+    value: int | None = args.prefetch_tokens
+    return DEFAULT_PREFETCH_TOKENS if value is _DEFAULT_TOKENS else value
+
+
+def _prefetch_tokens_arg(raw: str) -> int | None:
+    """``--prefetch-tokens``: a whole number of tokens (0 or more), or ``none`` for any size."""
+    if raw.strip().lower() == "none":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of tokens or 'none', not {raw!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 or 'none', not {value}")
+    return value
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -101,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             prefetch=args.prefetch,
             prefetch_max=DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max,
             prefetch_cold=DEFAULT_PREFETCH_COLD if args.prefetch_cold is None else args.prefetch_cold,
+            prefetch_tokens=prefetch_tokens_of(args),
             hot=args.hot,
             state=state,
         )

@@ -17,11 +17,13 @@ policy a conversation in a given request format uses when none is named.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
-from shortlist._events import EventHook, emit
+from shortlist._events import Event, EventHook, emit
+from shortlist._tokens import definition_tokens
 from shortlist._types import Candidate, Query, TurnSelection, candidate_group
 from shortlist.errors import ConfigError
 from shortlist.offer._prices import ROUND_TRIP_TOKENS, Prices, widened
@@ -37,6 +39,7 @@ __all__ = [
     "DEFAULT_PREFETCH_COLD",
     "DEFAULT_PREFETCH_FLAT",
     "DEFAULT_PREFETCH_MAX",
+    "DEFAULT_PREFETCH_TOKENS",
     "DEFAULT_SUITE_BOOST",
     "FORMAT_POLICIES",
     "OFFER_POLICIES",
@@ -85,6 +88,15 @@ DEFAULT_PREFETCH_FLAT = 0.12
 #: the same complete turns at 0.975x-0.99x the cost (docs/evaluation.md, "Before and after the
 #: first call").
 DEFAULT_PREFETCH_COLD = 2
+#: ``deferred``: past the first ``prefetch`` tools (the slots the cold start and a flat top add), a
+#: tool is loaded only when its definition is at most this many tokens
+#: (:func:`~shortlist._tokens.definition_tokens`, the estimate). Those slots are called about one time
+#: in five, and a long definition costs more than the search it may save. Measured on the development
+#: large catalog (1,004 tools) and the 128-tool set (docs/evaluation.md, "Big definitions in the deep
+#: slots"): the same complete turns and preloaded share on both, for 2.0% / 0.2% less at 1,004 tools and
+#: 0.6% / 0.1% less at 128 (no history / 20k tokens of it); 200 lowered the preloaded share, 300 and
+#: more saved less.
+DEFAULT_PREFETCH_TOKENS = 250
 #: What a tool of a server or suite the conversation already called gains on its score before the
 #: prefetch is chosen (in the default hybrid's score units; a search takes it as an option, off).
 DEFAULT_SUITE_BOOST = 0.3
@@ -170,6 +182,7 @@ class _Options:
     prefetch_flat: float
     suite_boost: float
     prefetch_cold: int = 0
+    prefetch_tokens: int | None = None
 
 
 #: A policy's answer: the block, why, the turn's selection (None when it kept the block unranked),
@@ -200,6 +213,7 @@ def _stable(t: _Turn, o: _Options) -> _Decision:
 
 
 def _deferred(t: _Turn, o: _Options) -> _Decision:
+    sure = o.prefetch  # loaded whatever their size; the slots after them are the deep ones
     if o.prefetch > 0 and o.prefetch_cold > 0 and not t.state.called:  # no evidence yet: recall first
         o = replace(o, prefetch=o.prefetch + o.prefetch_cold, prefetch_max=o.prefetch_max + o.prefetch_cold)
     selection: TurnSelection | None = None
@@ -218,6 +232,8 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
         if turn.narrowed and _informative(turn):
             available = set(t.state.available) | set(block)
             ranked = _likely(turn, t, o) if deep else list(turn.ranked[: o.prefetch])
+            if o.prefetch_tokens is not None:
+                ranked = _without_big(ranked, sure, o.prefetch_tokens, t)
             prefetched = tuple(i for i in ranked if i not in available)
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
@@ -275,6 +291,39 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     return order[:n]
 
 
+def _without_big(ranked: list[str], sure: int, limit: int, t: _Turn) -> list[str]:
+    """``ranked`` without the tools past its first ``sure`` whose definitions are over ``limit``
+    tokens (a :class:`PrefetchTrimmed` event names them)."""
+    kept: list[str] = []
+    skipped: dict[str, int] = {}
+    for n, i in enumerate(ranked):
+        c = t.by_id.get(i)
+        size = definition_tokens(c) if n >= sure and c is not None else 0
+        if size > limit:
+            skipped[i] = size
+        else:
+            kept.append(i)
+    if skipped:
+        emit(
+            PrefetchTrimmed(skipped=tuple(skipped), tokens=tuple(skipped.values()), limit=limit),
+            hooks=binding_hooks(t.shortlist, t.hooks),
+        )
+    return kept
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefetchTrimmed(Event):
+    """``deferred`` left likely tools out of a turn's prefetch: their definitions are over the deep
+    slots' limit (``prefetch_tokens``); the model can still find them with a search."""
+
+    name: ClassVar[str] = "selection.prefetch_trimmed"
+    area: ClassVar[str] = "selection"
+    level: int = logging.DEBUG
+    skipped: tuple[str, ...] = ()
+    tokens: tuple[int, ...] = ()
+    limit: int = 0
+
+
 _POLICIES: dict[str, Callable[[_Turn, _Options], _Decision]] = {
     "per_turn": _per_turn,
     "stable": _stable,
@@ -300,6 +349,7 @@ def decide_offer(
     prefetch_flat: float = DEFAULT_PREFETCH_FLAT,
     suite_boost: float = DEFAULT_SUITE_BOOST,
     prefetch_cold: int = 0,
+    prefetch_tokens: int | None = DEFAULT_PREFETCH_TOKENS,
     hooks: Sequence[EventHook] = (),
 ) -> Offer:
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
@@ -335,9 +385,17 @@ def decide_offer(
             is empty), the prefetch loads this many more and widens this much further (0: the
             same depth on every turn; :class:`~shortlist.offer.ToolSession` defaults to
             :data:`DEFAULT_PREFETCH_COLD`). Ignored when ``prefetch`` is 0.
+        prefetch_tokens: ``deferred``: past the first ``prefetch`` tools, a tool is prefetched only
+            when its definition is at most this many tokens (the estimate); a longer one is left
+            to a search (a ``selection.prefetch_trimmed`` event names it). None: any size.
+
+    Raises:
+        ConfigError: a negative ``prefetch_tokens``.
         hooks: extra event hooks for this call.
     """
     policy = check_policy(policy)
+    if prefetch_tokens is not None and prefetch_tokens < 0:
+        raise ConfigError(f"prefetch_tokens must be non-negative or None, not {prefetch_tokens}")
     eligible = tuple(shortlist.catalog if candidates is None else candidates)
     by_id = {c.id: c for c in eligible}
     turn = _Turn(
@@ -362,6 +420,7 @@ def decide_offer(
         prefetch_flat,
         suite_boost,
         prefetch_cold,
+        prefetch_tokens,
     )
     block, reason, selection, prefetched, companions = _POLICIES[policy](turn, options)
     state = turn.state

@@ -21,6 +21,7 @@ from shortlist.offer._policies import (
     DEFAULT_PREFETCH_COLD,
     DEFAULT_PREFETCH_FLAT,
     DEFAULT_PREFETCH_MAX,
+    DEFAULT_PREFETCH_TOKENS,
     DEFAULT_SUITE_BOOST,
     OfferPolicy,
     check_policy,
@@ -62,7 +63,8 @@ class ToolSession:
             :func:`decide_offer`).
         hot: ``deferred``: the first turn's top tools kept in the fixed block (default 0).
         state: resume from a saved :class:`OfferState`.
-        prefetch_max, prefetch_flat, suite_boost: ``deferred``'s prefetch (see :func:`decide_offer`).
+        prefetch_max, prefetch_flat, suite_boost, prefetch_tokens: ``deferred``'s prefetch (see
+            :func:`decide_offer`; ``prefetch_tokens`` defaults to :data:`DEFAULT_PREFETCH_TOKENS`).
         suite_slots: of a search's results, how many go to the best tools of the servers the
             conversation called (see :func:`~shortlist.offer._search.search_tools`; 0: off).
         search_context: rank a search with the last offered turn's user message as a second
@@ -88,6 +90,7 @@ class ToolSession:
         suite_slots: int = DEFAULT_SUITE_SLOTS,
         search_context: bool = True,
         prefetch_cold: int = DEFAULT_PREFETCH_COLD,
+        prefetch_tokens: int | None = DEFAULT_PREFETCH_TOKENS,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -117,6 +120,9 @@ class ToolSession:
         if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0 or prefetch_cold < 0:
             raise ConfigError("prefetch_max, prefetch_cold, prefetch_flat and suite_boost must be non-negative")
         self.prefetch_cold = prefetch_cold
+        if prefetch_tokens is not None and prefetch_tokens < 0:
+            raise ConfigError("prefetch_tokens must be non-negative or None")
+        self.prefetch_tokens = prefetch_tokens
         if suite_slots < 0:
             raise ConfigError("suite_slots must be non-negative")
         self.suite_slots = suite_slots
@@ -152,6 +158,7 @@ class ToolSession:
             prefetch_flat=self.prefetch_flat,
             suite_boost=self.suite_boost,
             prefetch_cold=self.prefetch_cold,
+            prefetch_tokens=self.prefetch_tokens,
             hooks=hooks,
         )
         self.state = offer.state

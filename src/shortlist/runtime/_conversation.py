@@ -52,7 +52,7 @@ from shortlist._types import Query, TurnSelection
 from shortlist.errors import ConfigError
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_NAME
-from shortlist.offer._policies import DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX
+from shortlist.offer._policies import DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX, DEFAULT_PREFETCH_TOKENS
 from shortlist.offer._search import SEARCH_TOOL_NAME
 from shortlist.offer._state import Offer
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
@@ -136,6 +136,9 @@ class Conversation(ToolCalls, ConversationLoop):
         prefetch_cold: ``deferred`` only: while the conversation has called no tool yet, the
             prefetch loads this many more and widens this much further (default 2: the top 4, up
             to 6, then the top 2, up to 4).
+        prefetch_tokens: ``deferred`` only: past the first ``prefetch`` tools, a tool is prefetched
+            only when its definition is at most this many tokens (default 250; None: any size);
+            a longer one is left to a search.
         co_usage: tools called together; prefetches and searches bring a tool's usual
             companions along. Share one across a pack's conversations; None: this conversation's
             own table, layered on the co-usage of the log the conversation ranks with
@@ -194,6 +197,7 @@ class Conversation(ToolCalls, ConversationLoop):
         prefetch: int | None = None,
         prefetch_max: int = DEFAULT_PREFETCH_MAX,
         prefetch_cold: int = DEFAULT_PREFETCH_COLD,
+        prefetch_tokens: int | None = DEFAULT_PREFETCH_TOKENS,
         co_usage: CoUsage | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
@@ -236,6 +240,7 @@ class Conversation(ToolCalls, ConversationLoop):
             prefetch=prefetch,
             prefetch_max=prefetch_max,
             prefetch_cold=prefetch_cold,
+            prefetch_tokens=prefetch_tokens,
             co_usage=co_usage if co_usage is not None else "log",
         )
         self.pack = pack

@@ -27,7 +27,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from shortlist._types import Candidate
 from shortlist.offer import OfferState, decide_offer, search_tools
 from shortlist.offer._bridge import offer_json
-from shortlist.offer._policies import DEFAULT_PREFETCH, DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX, default_policy
+from shortlist.offer._policies import (
+    DEFAULT_PREFETCH,
+    DEFAULT_PREFETCH_COLD,
+    DEFAULT_PREFETCH_MAX,
+    DEFAULT_PREFETCH_TOKENS,
+    default_policy,
+)
 from shortlist.offer._state import MAX_STATE_COUNT
 from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
@@ -149,6 +155,11 @@ class OfferRequest(_Source):
         le=MAX_SEARCH_K,
         description="`deferred`: while `state.called` is empty, the prefetch loads this many more and widens "
         "this much further.",
+    )
+    prefetch_tokens: Annotated[int, Ge(0), Le(100_000_000), BeforeValidator(_integral)] | None = Field(
+        default=DEFAULT_PREFETCH_TOKENS,
+        description="`deferred`: past the first `prefetch` tools, a tool is prefetched only when its definition "
+        "is at most this many tokens (estimated); null: any size.",
     )
     hot: JsonInt = Field(
         default=0, ge=0, le=MAX_SEARCH_K, description="`deferred`: first-turn top tools kept in the block."
@@ -282,6 +293,7 @@ async def offer(body: OfferRequest, request: Request, key: ApiKey) -> FastJSONRe
             prefetch=(DEFAULT_PREFETCH if policy == "deferred" else 0) if body.prefetch is None else body.prefetch,
             prefetch_max=body.prefetch_max,
             prefetch_cold=body.prefetch_cold,
+            prefetch_tokens=body.prefetch_tokens,
             hot=body.hot,
             # the bound feedback log's co-usage, read only (replicas on one log answer alike); read in
             # the thread: a changed log is a database read
