@@ -106,7 +106,7 @@ def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
     assert len(json.loads(out.stdout)["prefetched"]) == expected
 
 
-@pytest.mark.parametrize("flag", ["--prefetch-max", "--prefetch-cold", "--prefetch-tokens"])
+@pytest.mark.parametrize("flag", ["--prefetch-max", "--prefetch-cold", "--prefetch-tokens", "--search-tokens"])
 def test_a_negative_prefetch_bound_is_a_one_line_error(flag: str) -> None:
     out = offer("send a message", flag, "-1")
     assert out.returncode != 0 and flag in out.stderr and "Traceback" not in out.stderr
@@ -121,11 +121,13 @@ def test_the_help_states_the_prefetch_defaults_the_offer_uses(command: str) -> N
         DEFAULT_PREFETCH_MAX,
         DEFAULT_PREFETCH_TOKENS,
     )
+    from shortlist.offer._search import DEFAULT_SEARCH_TOKENS
 
     helped = run_cli(command, "--help")
     text = " ".join(helped.stdout.split())
     assert f"while no tool was called yet (default {DEFAULT_PREFETCH_COLD})" in text
-    assert f"('none': any size; default {DEFAULT_PREFETCH_TOKENS})" in text
+    assert f"loaded ('none': any size; default {DEFAULT_PREFETCH_TOKENS})" in text
+    assert f"tokens ('none': any size; default {DEFAULT_SEARCH_TOKENS})" in text
     assert f"top tools loaded this turn (default {DEFAULT_PREFETCH})" in text or (
         f"top tools loaded per turn (default {DEFAULT_PREFETCH})" in text
     )

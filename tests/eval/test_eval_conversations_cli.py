@@ -219,6 +219,7 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
         "prefetch_max": 4,
         "prefetch_cold": 0,
         "prefetch_tokens": 250,
+        "search_tokens": 300,
     }
     assert reports[1]["offer"]["prefetch_max"] == 3 and reports[2]["offer"]["prefetch_max"] == 0
     slots = [r["strategies"]["deferred"]["loads"]["prefetch"]["by_slot"] for r in reports]
@@ -229,8 +230,9 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
     for flag in ("--prefetch-max", "--prefetch-cold"):
         bad = cli(*base, flag, "-2")
         assert bad.returncode != 0 and f"{flag} must be >= 0" in bad.stderr and "Traceback" not in bad.stderr
-    any_size = json.loads(cli(*base, "--prefetch-tokens", "none").stdout)
-    assert any_size["offer"]["prefetch_tokens"] is None
-    for raw in ("-2", "many"):
-        bad = cli(*base, "--prefetch-tokens", raw)
-        assert bad.returncode != 0 and "--prefetch-tokens" in bad.stderr and "Traceback" not in bad.stderr
+    any_size = json.loads(cli(*base, "--prefetch-tokens", "none", "--search-tokens", "120").stdout)
+    assert any_size["offer"]["prefetch_tokens"] is None and any_size["offer"]["search_tokens"] == 120
+    for flag in ("--prefetch-tokens", "--search-tokens"):
+        for raw in ("-2", "many"):
+            bad = cli(*base, flag, raw)
+            assert bad.returncode != 0 and flag in bad.stderr and "Traceback" not in bad.stderr

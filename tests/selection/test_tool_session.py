@@ -106,15 +106,15 @@ def test_no_prefetch_stays_no_prefetch_before_the_first_call() -> None:
     assert len(cold_off.offer("send a message").prefetched) == 1
 
 
-#: Six tools scored alike, the 2nd and the 4th with long definitions (a long description: over 250
-#: estimated tokens each), the others short.
-_LONG = "Look up an order by its id and return every field of it, line items and history included. " * 12
+#: Six tools scored alike, the 2nd and the 4th with long definitions (a long description: over 300
+#: estimated tokens each, over both limits), the others short.
+_LONG = "Look up an order by its id and return every field of it, line items and history included. " * 16
 SIZED = tuple(Candidate(f"order_{i}", description=_LONG if i in (1, 3) else "look up an order") for i in range(6))
 
 
 def test_the_deep_slots_leave_long_definitions_to_a_search() -> None:
     from shortlist._tokens import definition_tokens
-    from shortlist.offer._policies import DEFAULT_PREFETCH_TOKENS, PrefetchTrimmed
+    from shortlist.offer._policies import DEFAULT_PREFETCH_TOKENS, DefinitionsTrimmed
 
     assert definition_tokens(SIZED[1]) > DEFAULT_PREFETCH_TOKENS >= definition_tokens(SIZED[0])
     events: list[Event] = []
@@ -125,8 +125,8 @@ def test_the_deep_slots_leave_long_definitions_to_a_search() -> None:
     offer = session.offer("look up my order")
     # the first two load whatever their size; after them the long order_3 is left out
     assert offer.prefetched == ("order_0", "order_1", "order_2", "order_4", "order_5")
-    trimmed = [e for e in events if isinstance(e, PrefetchTrimmed)]
-    assert [(e.skipped, e.limit) for e in trimmed] == [(("order_3",), DEFAULT_PREFETCH_TOKENS)]
+    trimmed = [e for e in events if isinstance(e, DefinitionsTrimmed)]
+    assert [(e.where, e.skipped, e.limit) for e in trimmed] == [("prefetch", ("order_3",), DEFAULT_PREFETCH_TOKENS)]
     assert trimmed[0].tokens == (definition_tokens(SIZED[3]),)
     assert "order_3" in offer.deferred  # a search still finds it
     assert session.search("order_3 look up an order") and "order_3" in session.state.loaded
@@ -137,11 +137,38 @@ def test_the_deep_slots_leave_long_definitions_to_a_search() -> None:
     assert none_deep.offer("look up my order").prefetched == ("order_0", "order_1")
 
 
-def test_a_negative_prefetch_token_limit_is_a_config_error() -> None:
+def test_a_search_page_after_its_first_result_leaves_long_definitions_to_the_next_search() -> None:
+    from shortlist._tokens import definition_tokens
+    from shortlist.offer._policies import DefinitionsTrimmed
+    from shortlist.offer._search import DEFAULT_SEARCH_TOKENS
+
+    assert definition_tokens(SIZED[1]) > DEFAULT_SEARCH_TOKENS >= definition_tokens(SIZED[0])
+    events: list[Event] = []
+    sl = Shortlist(SIZED, selector=FunctionSelector(tied), on_event=events.append)
+    session = ToolSession(sl, prefetch=0, search_k=3)
+    assert session.search_tokens == DEFAULT_SEARCH_TOKENS
+    # the page is the tied ranking's first 3: order_0, order_1 (long), order_2
+    assert [c.id for c in session.search("look up an order")] == ["order_0", "order_2"]
+    trimmed = [e for e in events if isinstance(e, DefinitionsTrimmed)]
+    assert [(e.where, e.skipped) for e in trimmed] == [("search", ("order_1",))]
+    # the next search pages on: the long one comes first now, and the first result is any size
+    assert [c.id for c in session.search("look up an order")] == ["order_1", "order_4"]  # order_3: long
+    long_first = ToolSession(sl, prefetch=0, search_k=2)  # the ranking's own first, whatever its size
+    long_first.state = OfferState(loaded=("order_0",))
+    assert [c.id for c in long_first.search("look up an order")] == ["order_1", "order_2"]
+    any_size = ToolSession(sl, prefetch=0, search_k=3, search_tokens=None)
+    assert [c.id for c in any_size.search("look up an order")] == ["order_0", "order_1", "order_2"]
+
+
+def test_a_negative_definition_size_limit_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="prefetch_tokens"):
         ToolSession(shortlist(), prefetch_tokens=-1)
+    with pytest.raises(ConfigError, match="search_tokens"):
+        ToolSession(shortlist(), search_tokens=-1)
     with pytest.raises(ConfigError, match="prefetch_tokens"):
         decide_offer(shortlist(), OfferState(), "x", policy="deferred", prefetch=2, prefetch_tokens=-1)
+    with pytest.raises(ConfigError, match="search_tokens"):
+        search_tools(shortlist(), OfferState(), "x", policy="deferred", search_tokens=-1)
 
 
 def test_deferred_prefetch_loads_the_turns_top_tools_without_a_search() -> None:

@@ -247,6 +247,8 @@ def test_offer_requests_are_validated_strictly(app_factory: Any) -> None:
             assert r.status_code == 422, (bad, r.text)
         assert c.post("/v1/offer/search", json={**base, "k": 0}).status_code == 422
         assert c.post("/v1/offer/search", json={**base, "k": 51}).status_code == 422
+        assert c.post("/v1/offer/search", json={**base, "search_tokens": -1}).status_code == 422
+        assert c.post("/v1/offer/search", json={**base, "search_tokens": "300"}).status_code == 422
         assert c.post("/v1/offer/search", json={"catalog": "example"}).status_code == 422
         r = c.post("/v1/offer", json={**base, "catalog": "nope"})
         assert r.status_code == 404 and "example" in r.json()["error"]["message"]
@@ -402,6 +404,20 @@ def test_the_deep_prefetch_slots_leave_long_definitions_unless_told_any_size(app
     assert "send_1" not in default.json()["prefetched"] and len(default.json()["prefetched"]) == 3
     assert "send_1" in any_size.json()["prefetched"] and len(any_size.json()["prefetched"]) == 4
     assert roomy.json()["prefetched"] == any_size.json()["prefetched"]
+
+
+def test_a_search_page_leaves_long_definitions_after_its_first_unless_told_any_size(app_factory: Any) -> None:
+    long = "Delivered to its channel with thread, mentions, attachments and formatting options. " * 16
+    tools = [{**TIES[0]}, {**TIES[1], "description": "Send a message. " + long}, *TIES[2:]]
+    body: dict[str, Any] = {"candidates": tools, "query": "send a message", "policy": "deferred", "k": 4}
+    with app_factory(selector="bm25") as srv, srv.client() as c:
+        default, any_size = (
+            c.post("/v1/offer/search", json={**body, **extra}) for extra in ({}, {"search_tokens": None})
+        )
+    assert default.status_code == any_size.status_code == 200, default.text + any_size.text
+    found = [t["id"] for t in default.json()["tools"]]
+    assert "send_1" not in found and len(found) == 3 and default.json()["state"]["loaded"] == found
+    assert sorted(t["id"] for t in any_size.json()["tools"]) == [t["id"] for t in TIES]
 
 
 def test_companions_come_from_the_bound_feedback_log_and_follow_it(tmp_path: Path, app_factory: Any) -> None:

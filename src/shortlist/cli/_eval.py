@@ -16,7 +16,7 @@ from shortlist.cli._eval_conversations import run_conversations
 from shortlist.cli._eval_inputs import added_sources, costed, grow, parse_options, simulated, with_embedder
 from shortlist.cli._eval_output import misses_text, selector_table, write_report
 from shortlist.cli._eval_progress import Progress, log, progress_listening
-from shortlist.cli._offer import add_prefetch_tokens
+from shortlist.cli._offer import add_size_limits
 from shortlist.cli._output import write_json, write_text
 from shortlist.cli._progress import ProgressLines, progress_lines_wanted, progress_wanted
 
@@ -106,7 +106,7 @@ def register(sub: Any) -> None:
         type=int,
         help="deferred: loaded more, and widened further, while no tool was called yet (default 2)",
     )
-    add_prefetch_tokens(conv)
+    add_size_limits(conv)
     conv.add_argument("--max-searches", type=int, default=2, help="searches the simulated model makes a turn (2)")
     conv.add_argument(
         "--prices",

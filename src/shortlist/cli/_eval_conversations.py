@@ -12,7 +12,7 @@ from typing import Any
 from shortlist.cli._eval_inputs import grow, int_list, with_embedder
 from shortlist.cli._eval_output import conversation_table, write_report
 from shortlist.cli._eval_progress import Progress, progress_listening
-from shortlist.cli._offer import prefetch_tokens_of
+from shortlist.cli._offer import size_limits_of
 from shortlist.cli._output import write_json, write_text
 
 __all__ = ["run_conversations"]
@@ -63,7 +63,7 @@ def run_conversations(
     prefetch_n = DEFAULT_PREFETCH if args.prefetch is None else args.prefetch
     prefetch_max = DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max
     prefetch_cold = DEFAULT_PREFETCH_COLD if args.prefetch_cold is None else args.prefetch_cold
-    prefetch_tokens = prefetch_tokens_of(args)
+    prefetch_tokens, search_tokens = size_limits_of(args)
     if args.history_budget is not None and args.history_budget < 1:
         raise ConfigError(f"--history-budget must be a positive number of tokens, not {args.history_budget}")
     from shortlist.runtime._context import DEFAULT_LOW_WATER
@@ -110,6 +110,7 @@ def run_conversations(
             prefetch_max=prefetch_max,
             prefetch_cold=prefetch_cold,
             prefetch_tokens=prefetch_tokens,
+            search_tokens=search_tokens,
             co_usage=co_usage,
             prices=prices,  # stable weighs its changes with the prices the replay bills
         )
@@ -144,6 +145,7 @@ def run_conversations(
         "prefetch_max": prefetch_max,
         "prefetch_cold": prefetch_cold,
         "prefetch_tokens": prefetch_tokens,
+        "search_tokens": search_tokens,
     }
     if added:
         report["added_tools"] = [a.to_json() for a in added]

@@ -16,9 +16,9 @@ from typing import Any
 
 from shortlist.cli._output import write_json, write_text
 
-__all__ = ["add_prefetch_tokens", "prefetch_tokens_of", "register"]
+__all__ = ["add_size_limits", "register", "size_limits_of"]
 
-#: ``--prefetch-tokens`` not given (``none`` is a value: any size).
+#: ``--prefetch-tokens`` / ``--search-tokens`` not given (``none`` is a value: any size).
 _DEFAULT_TOKENS: Any = object()
 
 
@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
         type=int,
         help="deferred: loaded more, and widened further, while no tool was called yet (default 2)",
     )
-    add_prefetch_tokens(p)
+    add_size_limits(p)
     p.add_argument("--hot", type=int, default=0, help="deferred: first-turn top tools kept in the block")
     p.add_argument("--prefix-tokens", type=int, default=0, help="system prompt + history behind the block")
     p.add_argument("--state", help="the previous turn's offer state (JSON file); absent: the first turn")
@@ -67,28 +67,40 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def add_prefetch_tokens(p: Any) -> None:
-    """Add ``--prefetch-tokens`` to a parser or argument group (``shortlist offer``, ``shortlist eval``);
-    read it with :func:`prefetch_tokens_of`."""
+def add_size_limits(p: Any) -> None:
+    """Add ``--prefetch-tokens`` and ``--search-tokens`` to a parser or argument group (``shortlist
+    offer``, ``shortlist eval``); read them with :func:`size_limits_of`."""
     p.add_argument(
         "--prefetch-tokens",
-        type=_prefetch_tokens_arg,
+        type=_tokens_arg,
         default=_DEFAULT_TOKENS,
         help="deferred: past the first --prefetch tools, only definitions of at most this many tokens are "
         "loaded ('none': any size; default 250)",
     )
+    p.add_argument(
+        "--search-tokens",
+        type=_tokens_arg,
+        default=_DEFAULT_TOKENS,
+        help="a search's results after the first carry only definitions of at most this many tokens "
+        "('none': any size; default 300)",
+    )
 
 
-def prefetch_tokens_of(args: argparse.Namespace) -> int | None:
-    """``--prefetch-tokens``, or the default (:data:`~shortlist.offer._policies.DEFAULT_PREFETCH_TOKENS`)."""
+def size_limits_of(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--prefetch-tokens`` and ``--search-tokens``, each the offer's default when not given."""
     from shortlist.offer._policies import DEFAULT_PREFETCH_TOKENS
+    from shortlist.offer._search import DEFAULT_SEARCH_TOKENS
 
-    value: int | None = args.prefetch_tokens
-    return DEFAULT_PREFETCH_TOKENS if value is _DEFAULT_TOKENS else value
+    prefetch: int | None = args.prefetch_tokens
+    search: int | None = args.search_tokens
+    return (
+        DEFAULT_PREFETCH_TOKENS if prefetch is _DEFAULT_TOKENS else prefetch,
+        DEFAULT_SEARCH_TOKENS if search is _DEFAULT_TOKENS else search,
+    )
 
 
-def _prefetch_tokens_arg(raw: str) -> int | None:
-    """``--prefetch-tokens``: a whole number of tokens (0 or more), or ``none`` for any size."""
+def _tokens_arg(raw: str) -> int | None:
+    """A definition size limit: a whole number of tokens (0 or more), or ``none`` for any size."""
     if raw.strip().lower() == "none":
         return None
     try:
@@ -129,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         with resources.as_file(resources.files("shortlist.data") / "example_tools.json") as path:
             catalog = load_catalog(path)
     state = OfferState.from_dict(_read_json(args.state, "offer state")) if args.state else OfferState()
+    prefetch_tokens, search_tokens = size_limits_of(args)
     with Shortlist(catalog, selector=args.selector or DEFAULT, config=args.config) as sl:
         policy = args.policy or default_policy(args.format)
         session = ToolSession(
@@ -138,7 +151,8 @@ def run(args: argparse.Namespace) -> int:
             prefetch=args.prefetch,
             prefetch_max=DEFAULT_PREFETCH_MAX if args.prefetch_max is None else args.prefetch_max,
             prefetch_cold=DEFAULT_PREFETCH_COLD if args.prefetch_cold is None else args.prefetch_cold,
-            prefetch_tokens=prefetch_tokens_of(args),
+            prefetch_tokens=prefetch_tokens,
+            search_tokens=search_tokens,
             hot=args.hot,
             state=state,
         )

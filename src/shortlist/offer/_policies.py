@@ -50,6 +50,7 @@ __all__ = [
     "default_policy",
     "groups_of",
     "suite_reranked",
+    "without_long",
 ]
 
 OfferPolicy = Literal["per_turn", "stable", "deferred"]
@@ -93,9 +94,9 @@ DEFAULT_PREFETCH_COLD = 2
 #: (:func:`~shortlist._tokens.definition_tokens`, the estimate). Those slots are called about one time
 #: in five, and a long definition costs more than the search it may save. Measured on the development
 #: large catalog (1,004 tools) and the 128-tool set (docs/evaluation.md, "Big definitions in the deep
-#: slots"): the same complete turns and preloaded share on both, for 2.0% / 0.2% less at 1,004 tools and
-#: 0.6% / 0.1% less at 128 (no history / 20k tokens of it); 200 lowered the preloaded share, 300 and
-#: more saved less.
+#: slots and a search's later results"): the same complete turns and preloaded share on both, for
+#: 2.0% / 0.2% less at 1,004 tools and 0.6% / 0.1% less at 128 (no history / 20k tokens of it); 200
+#: lowered the preloaded share, 300 and more saved less.
 DEFAULT_PREFETCH_TOKENS = 250
 #: What a tool of a server or suite the conversation already called gains on its score before the
 #: prefetch is chosen (in the default hybrid's score units; a search takes it as an option, off).
@@ -232,8 +233,14 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
         if turn.narrowed and _informative(turn):
             available = set(t.state.available) | set(block)
             ranked = _likely(turn, t, o) if deep else list(turn.ranked[: o.prefetch])
-            if o.prefetch_tokens is not None:
-                ranked = _without_big(ranked, sure, o.prefetch_tokens, t)
+            ranked = without_long(
+                ranked,
+                t.by_id,
+                sure=sure,
+                limit=o.prefetch_tokens,
+                where="prefetch",
+                hooks=binding_hooks(t.shortlist, t.hooks),
+            )
             prefetched = tuple(i for i in ranked if i not in available)
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
@@ -291,13 +298,26 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     return order[:n]
 
 
-def _without_big(ranked: list[str], sure: int, limit: int, t: _Turn) -> list[str]:
-    """``ranked`` without the tools past its first ``sure`` whose definitions are over ``limit``
-    tokens (a :class:`PrefetchTrimmed` event names them)."""
+def without_long(
+    ids: Sequence[str],
+    by_id: Mapping[str, Candidate],
+    *,
+    sure: int,
+    limit: int | None,
+    where: str,
+    hooks: tuple[EventHook, ...] = (),
+) -> list[str]:
+    """``ids`` without those past the first ``sure`` whose definitions are over ``limit`` tokens
+    (:func:`~shortlist._tokens.definition_tokens`, the estimate; None: ``ids`` as they are). What
+    is left out is named by a :class:`DefinitionsTrimmed` event (``where``: ``prefetch`` or
+    ``search``): the prefetch's deep slots and a search page's later results are where a long
+    definition costs more than it is likely to save."""
+    if limit is None:
+        return list(ids)
     kept: list[str] = []
     skipped: dict[str, int] = {}
-    for n, i in enumerate(ranked):
-        c = t.by_id.get(i)
+    for n, i in enumerate(ids):
+        c = by_id.get(i)
         size = definition_tokens(c) if n >= sure and c is not None else 0
         if size > limit:
             skipped[i] = size
@@ -305,20 +325,22 @@ def _without_big(ranked: list[str], sure: int, limit: int, t: _Turn) -> list[str
             kept.append(i)
     if skipped:
         emit(
-            PrefetchTrimmed(skipped=tuple(skipped), tokens=tuple(skipped.values()), limit=limit),
-            hooks=binding_hooks(t.shortlist, t.hooks),
+            DefinitionsTrimmed(where=where, skipped=tuple(skipped), tokens=tuple(skipped.values()), limit=limit),
+            hooks=hooks,
         )
     return kept
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrefetchTrimmed(Event):
-    """``deferred`` left likely tools out of a turn's prefetch: their definitions are over the deep
-    slots' limit (``prefetch_tokens``); the model can still find them with a search."""
+class DefinitionsTrimmed(Event):
+    """Likely tools were left out of a prefetch (``where``: ``prefetch``) or a search page (``search``):
+    their definitions are over the limit (``prefetch_tokens`` / ``search_tokens``) past the first
+    results; a search (again) still finds them."""
 
-    name: ClassVar[str] = "selection.prefetch_trimmed"
+    name: ClassVar[str] = "selection.definitions_trimmed"
     area: ClassVar[str] = "selection"
     level: int = logging.DEBUG
+    where: str = ""
     skipped: tuple[str, ...] = ()
     tokens: tuple[int, ...] = ()
     limit: int = 0
@@ -387,7 +409,7 @@ def decide_offer(
             :data:`DEFAULT_PREFETCH_COLD`). Ignored when ``prefetch`` is 0.
         prefetch_tokens: ``deferred``: past the first ``prefetch`` tools, a tool is prefetched only
             when its definition is at most this many tokens (the estimate); a longer one is left
-            to a search (a ``selection.prefetch_trimmed`` event names it). None: any size.
+            to a search (a ``selection.definitions_trimmed`` event names it). None: any size.
 
     Raises:
         ConfigError: a negative ``prefetch_tokens``.

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from shortlist._events import Event, EventHook, emit
 from shortlist._types import Candidate, Query, TurnSelection, candidate_group
-from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, groups_of, suite_reranked
+from shortlist.errors import ConfigError
+from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, groups_of, suite_reranked, without_long
 from shortlist.offer._prices import Prices, widened
 from shortlist.offer._state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection._cousage import CoUsage
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTEXT_PENALTY",
+    "DEFAULT_SEARCH_TOKENS",
     "DEFAULT_SUITE_SLOTS",
     "SEARCH_TOOL_DEFINITION",
     "SEARCH_TOOL_DESCRIPTION",
@@ -67,6 +69,15 @@ DEFAULT_SUITE_SLOTS = 2
 #: ranks the plain ``cat`` of the server in use far down among 1,004 tools (20 measured worse than
 #: 50, and 200 better: docs/evaluation.md, "At scale").
 SUITE_SLOTS_DEPTH = 200
+#: Of a search's results, those after the first carry only definitions of at most this many tokens
+#: (:func:`~shortlist._tokens.definition_tokens`, the estimate); the first is always the ranking's
+#: own, whatever its size, and a longer one is found by the next search. Looser than the prefetch's
+#: :data:`~shortlist.offer._policies.DEFAULT_PREFETCH_TOKENS`: the model asked for these. Measured
+#: on the development large catalog (1,004 tools) and the 128-tool set (docs/evaluation.md, "Big
+#: definitions in the deep slots and a search's later results"): the same complete turns for 1.8% /
+#: 0.2% less at 1,004 tools (no history / 20k of it; 3.7% less with the less obliging model), nothing
+#: changed at 128; 250 lost a turn there and 200 one at 1,004.
+DEFAULT_SEARCH_TOKENS = 300
 #: What a tool's score from a search's ``context`` (the turn's user message) gives up against its
 #: score from the model's query, in the default hybrid's units (docs/evaluation.md, "At scale").
 CONTEXT_PENALTY = 0.05
@@ -123,6 +134,7 @@ def search_tools(
     suite_slots: int = DEFAULT_SUITE_SLOTS,
     context: str | None = None,
     context_penalty: float = CONTEXT_PENALTY,
+    search_tokens: int | None = DEFAULT_SEARCH_TOKENS,
     hooks: Sequence[EventHook] = (),
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
@@ -145,8 +157,16 @@ def search_tools(
     query ("Let's delve into the report. How") still finds what the message asks for, and a
     precise one still wins (a tool it names ranks first). Ignored when it is ``query`` itself, and
     when either ranking has no scores.
+    ``search_tokens``: the results after the first carry only definitions of at most this many
+    tokens (the estimate; :data:`DEFAULT_SEARCH_TOKENS`); a longer one is left for the next search,
+    which pages on to it (a ``selection.definitions_trimmed`` event names it). None: any size.
+
+    Raises:
+        ConfigError: a negative ``search_tokens``.
     """
     policy = check_policy(policy)
+    if search_tokens is not None and search_tokens < 0:
+        raise ConfigError(f"search_tokens must be non-negative or None, not {search_tokens}")
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
     by_id = {c.id: c for c in catalog}
     state = repaired(shortlist, state, by_id.keys(), hooks)
@@ -185,6 +205,18 @@ def search_tools(
         )
         # nothing shares a word with the query either: say so rather than return arbitrary tools
         found, scores = (lexical.surfaced[:k], lexical.scores) if lexical.narrowed else ((), {})
+    if search_tokens is not None and found:
+        small = set(
+            without_long(
+                [c.id for c in found],
+                by_id,
+                sure=1,
+                limit=search_tokens,
+                where="search",
+                hooks=binding_hooks(shortlist, hooks),
+            )
+        )
+        found = tuple(c for c in found if c.id in small)
     companions: tuple[str, ...] = ()
     if co_usage is not None and found:
         seen = {c.id for c in found}

@@ -28,7 +28,7 @@ from shortlist.offer._policies import (
     decide_offer,
 )
 from shortlist.offer._prices import Prices
-from shortlist.offer._search import DEFAULT_SUITE_SLOTS, search_tools
+from shortlist.offer._search import DEFAULT_SEARCH_TOKENS, DEFAULT_SUITE_SLOTS, search_tools
 from shortlist.offer._state import Offer, OfferState
 from shortlist.selection._cousage import CoUsage
 from shortlist.selection._query import query_text
@@ -69,6 +69,8 @@ class ToolSession:
             conversation called (see :func:`~shortlist.offer._search.search_tools`; 0: off).
         search_context: rank a search with the last offered turn's user message as a second
             query (see :func:`~shortlist.offer._search.search_tools`' ``context``).
+        search_tokens: a search's results after the first carry only definitions of at most this
+            many tokens (default :data:`~shortlist.offer._search.DEFAULT_SEARCH_TOKENS`; None: any size).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class ToolSession:
         search_context: bool = True,
         prefetch_cold: int = DEFAULT_PREFETCH_COLD,
         prefetch_tokens: int | None = DEFAULT_PREFETCH_TOKENS,
+        search_tokens: int | None = DEFAULT_SEARCH_TOKENS,
     ) -> None:
         self.shortlist = shortlist
         if prefetch is None:
@@ -120,9 +123,10 @@ class ToolSession:
         if (prefetch_max is not None and prefetch_max < 0) or prefetch_flat < 0 or suite_boost < 0 or prefetch_cold < 0:
             raise ConfigError("prefetch_max, prefetch_cold, prefetch_flat and suite_boost must be non-negative")
         self.prefetch_cold = prefetch_cold
-        if prefetch_tokens is not None and prefetch_tokens < 0:
-            raise ConfigError("prefetch_tokens must be non-negative or None")
+        if any(n is not None and n < 0 for n in (prefetch_tokens, search_tokens)):
+            raise ConfigError("prefetch_tokens and search_tokens must be non-negative or None")
         self.prefetch_tokens = prefetch_tokens
+        self.search_tokens = search_tokens
         if suite_slots < 0:
             raise ConfigError("suite_slots must be non-negative")
         self.suite_slots = suite_slots
@@ -191,6 +195,7 @@ class ToolSession:
             horizon=self.horizon,
             suite_slots=self.suite_slots,
             context=self._turn_text if self.search_context else None,
+            search_tokens=self.search_tokens,
             hooks=hooks,
         )
         self.state = result.state

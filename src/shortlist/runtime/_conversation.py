@@ -53,7 +53,7 @@ from shortlist.errors import ConfigError
 from shortlist.offer import OfferPolicy, ToolSession
 from shortlist.offer._bridge import CALL_TOOL_NAME
 from shortlist.offer._policies import DEFAULT_PREFETCH_COLD, DEFAULT_PREFETCH_MAX, DEFAULT_PREFETCH_TOKENS
-from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.offer._search import DEFAULT_SEARCH_TOKENS, SEARCH_TOOL_NAME
 from shortlist.offer._state import Offer
 from shortlist.reduction._stage import DEFAULT_LOCAL_SELECTOR
 from shortlist.runtime._context import (
@@ -139,6 +139,8 @@ class Conversation(ToolCalls, ConversationLoop):
         prefetch_tokens: ``deferred`` only: past the first ``prefetch`` tools, a tool is prefetched
             only when its definition is at most this many tokens (default 250; None: any size);
             a longer one is left to a search.
+        search_tokens: a ``find_tools`` call's results after the first carry only definitions of at
+            most this many tokens (default 300; None: any size); the next search pages on to a longer one.
         co_usage: tools called together; prefetches and searches bring a tool's usual
             companions along. Share one across a pack's conversations; None: this conversation's
             own table, layered on the co-usage of the log the conversation ranks with
@@ -198,6 +200,7 @@ class Conversation(ToolCalls, ConversationLoop):
         prefetch_max: int = DEFAULT_PREFETCH_MAX,
         prefetch_cold: int = DEFAULT_PREFETCH_COLD,
         prefetch_tokens: int | None = DEFAULT_PREFETCH_TOKENS,
+        search_tokens: int | None = DEFAULT_SEARCH_TOKENS,
         co_usage: CoUsage | None = None,
         max_rounds: int = 8,
         max_tokens: int | None = None,
@@ -241,6 +244,7 @@ class Conversation(ToolCalls, ConversationLoop):
             prefetch_max=prefetch_max,
             prefetch_cold=prefetch_cold,
             prefetch_tokens=prefetch_tokens,
+            search_tokens=search_tokens,
             co_usage=co_usage if co_usage is not None else "log",
         )
         self.pack = pack

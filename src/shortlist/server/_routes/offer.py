@@ -34,6 +34,7 @@ from shortlist.offer._policies import (
     DEFAULT_PREFETCH_TOKENS,
     default_policy,
 )
+from shortlist.offer._search import DEFAULT_SEARCH_TOKENS
 from shortlist.offer._state import MAX_STATE_COUNT
 from shortlist.selection._query import query_text
 from shortlist.server._auth import ApiKey, require_key
@@ -182,6 +183,11 @@ class SearchRequest(_Source):
         description="The turn's user message: ranked as a second query, so a short or vague `query` still "
         "finds what the message asks for.",
     )
+    search_tokens: Annotated[int, Ge(0), Le(100_000_000), BeforeValidator(_integral)] | None = Field(
+        default=DEFAULT_SEARCH_TOKENS,
+        description="The results after the first carry only definitions of at most this many tokens (estimated; "
+        "the next search pages on to a longer one); null: any size.",
+    )
 
 
 class FixedTool(BaseModel):
@@ -326,6 +332,7 @@ async def search(body: SearchRequest, request: Request) -> FastJSONResponse:
             candidates=candidates,
             k=body.k,
             context=body.context,
+            search_tokens=body.search_tokens,
             co_usage=sl.co_usage(),
         )
     )
