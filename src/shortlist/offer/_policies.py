@@ -410,10 +410,10 @@ def decide_offer(
         prefetch_tokens: ``deferred``: past the first ``prefetch`` tools, a tool is prefetched only
             when its definition is at most this many tokens (the estimate); a longer one is left
             to a search (a ``selection.definitions_trimmed`` event names it). None: any size.
+        hooks: extra event hooks for this call.
 
     Raises:
         ConfigError: a negative ``prefetch_tokens``.
-        hooks: extra event hooks for this call.
     """
     policy = check_policy(policy)
     if prefetch_tokens is not None and prefetch_tokens < 0:

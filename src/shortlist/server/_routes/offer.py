@@ -67,6 +67,10 @@ MAX_SEARCH_K = 50
 Policy = Literal["per_turn", "stable", "deferred"]
 
 
+#: A definition size limit in estimated tokens (`prefetch_tokens`, `search_tokens`); null: any size.
+_TokenLimit = Annotated[int, Ge(0), Le(100_000_000), BeforeValidator(_integral)] | None
+
+
 class OfferStateIn(BaseModel):
     """The JSON form of an offer state (what the previous answer's ``state`` holds)."""
 
@@ -157,7 +161,7 @@ class OfferRequest(_Source):
         description="`deferred`: while `state.called` is empty, the prefetch loads this many more and widens "
         "this much further.",
     )
-    prefetch_tokens: Annotated[int, Ge(0), Le(100_000_000), BeforeValidator(_integral)] | None = Field(
+    prefetch_tokens: _TokenLimit = Field(
         default=DEFAULT_PREFETCH_TOKENS,
         description="`deferred`: past the first `prefetch` tools, a tool is prefetched only when its definition "
         "is at most this many tokens (estimated); null: any size.",
@@ -183,7 +187,7 @@ class SearchRequest(_Source):
         description="The turn's user message: ranked as a second query, so a short or vague `query` still "
         "finds what the message asks for.",
     )
-    search_tokens: Annotated[int, Ge(0), Le(100_000_000), BeforeValidator(_integral)] | None = Field(
+    search_tokens: _TokenLimit = Field(
         default=DEFAULT_SEARCH_TOKENS,
         description="The results after the first carry only definitions of at most this many tokens (estimated; "
         "the next search pages on to a longer one); null: any size.",
