@@ -11,7 +11,10 @@ log size, the default selector's ``Shortlist.select`` latency:
 
 ``--refresh``: the facade's ``examples_refresh``: ``sync`` (the library's default: the turn after a
 write builds the new index) and ``background`` (``shortlist serve``: a thread builds it while turns
-rank with the previous examples; the turn after the refresh is then measured as the next one).
+rank with the previous examples; the turn after the refresh is then measured as the next one);
+``write``: ``sync``, and the writer asks for the new index at once (``Shortlist.refresh_examples``,
+what the runtime's conversation does after each turn it records), then ``--gap`` seconds pass (the
+model's answer and the user's next message) before the next turn, which ranks with the new examples.
 
 The catalog is ``bench_scale.py``'s (real tools, then suite-prefixed copies); the log holds
 ``--turns`` turns, each using one tool chosen deterministically (one in ten tools has examples at
@@ -24,7 +27,8 @@ other, so before and after are measured on the same machine at the same time.
 Usage::
 
     OMP_NUM_THREADS=1 python bench/bench_feedback_turn.py [--sizes 1000,10000] [--turns 1000,100000] \
-        [--writes 5] [--refresh sync,background] [--src after=src --src before=/tmp/before/src] [--json OUT]
+        [--writes 5] [--refresh sync,background,write] [--gap 1.0] \
+        [--src after=src --src before=/tmp/before/src] [--json OUT]
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
-def child(size: int, turns: int, writes: int, prepared: Path, refresh: str = "sync") -> dict[str, Any]:
+def child(
+    size: int, turns: int, writes: int, prepared: Path, refresh: str = "sync", gap: float = 1.0
+) -> dict[str, Any]:
     """One configuration, in this process: returns the figures."""
     sys.path.insert(0, str(REPO / "bench"))
     import bench_scale
@@ -64,7 +70,7 @@ def child(size: int, turns: int, writes: int, prepared: Path, refresh: str = "sy
         store.import_jsonl(log)
         fill_s = time.perf_counter() - start
         # (sync is also what a build before examples_refresh did: compared with --src, it is not passed)
-        options: dict[str, Any] = {} if refresh == "sync" else {"examples_refresh": refresh}
+        options: dict[str, Any] = {} if refresh in ("sync", "write") else {"examples_refresh": refresh}
         sl = Shortlist(list(cat), examples=store, **options)
         sl.select(queries[0])  # the first turn: the catalog's vectors and index
         for q in queries[1:6]:
@@ -79,6 +85,9 @@ def child(size: int, turns: int, writes: int, prepared: Path, refresh: str = "sy
         after: list[float] = []
         for j in range(writes):
             store.record(f"{queries[50 + j]} (new)", used=[cat[(j * 104729) % size].id], kind="tool")
+            if refresh == "write":
+                sl.refresh_examples()
+                time.sleep(gap)
             after.append(timed(queries[100 + j]))
             if refresh == "background":
                 sl._enriched.wait()  # the refresh done, the next turn ranks with the new examples
@@ -86,6 +95,7 @@ def child(size: int, turns: int, writes: int, prepared: Path, refresh: str = "sy
         store.close()
     return {
         "refresh": refresh,
+        "gap_s": gap if refresh == "write" else None,
         "tools": size,
         "log_turns": turns,
         "fill_s": round(fill_s, 1),
@@ -101,15 +111,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--turns", default="1000,100000", help="log sizes (recorded turns)")
     ap.add_argument("--writes", type=int, default=5)
-    ap.add_argument("--refresh", default="sync", help="examples_refresh modes: sync (the library), background (serve)")
+    ap.add_argument(
+        "--refresh", default="sync", help="sync (the library), background (serve), write (sync + refresh at the write)"
+    )
+    ap.add_argument("--gap", type=float, default=1.0, help="write mode: seconds between the write and the next turn")
     ap.add_argument("--prepared", type=Path, default=REPO / ".cache" / "eval", help="converted wheel sets")
     ap.add_argument("--src", action="append", default=[], help="LABEL=DIR: run against this src folder")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        size, turns, writes, refresh = args.child
-        print(json.dumps(child(int(size), int(turns), int(writes), args.prepared, refresh)))
+        size, turns, writes, refresh, gap = args.child
+        print(json.dumps(child(int(size), int(turns), int(writes), args.prepared, refresh, float(gap))))
         return
     sources = [s.split("=", 1) for s in args.src] or [["current", str(REPO / "src")]]
     rows: list[dict[str, Any]] = []
@@ -117,7 +130,16 @@ def main() -> None:
         for turns in (int(t) for t in args.turns.split(",")):
             for (label, src), refresh in itertools.product(sources, args.refresh.split(",")):
                 env = {**os.environ, "PYTHONPATH": str(Path(src).resolve()), "OMP_NUM_THREADS": "1"}
-                cmd = [sys.executable, __file__, "--child", str(size), str(turns), str(args.writes), refresh]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(size),
+                    str(turns),
+                    str(args.writes),
+                    refresh,
+                    str(args.gap),
+                ]
                 out = subprocess.run(
                     [*cmd, "--prepared", str(args.prepared)], env=env, capture_output=True, text=True, check=True
                 )

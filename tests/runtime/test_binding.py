@@ -103,3 +103,71 @@ def test_a_conversation_learns_co_usage_on_top_of_the_log_it_ranks_with(tmp_path
     assert packs_log.co_usage().companions(["start_engine"]) == ["release_brake"]  # the shared log's unchanged
     packs_log.close()
     curated.close()
+
+
+def test_a_recorded_turn_is_indexed_before_the_next_turn_needs_it(tmp_path: Path) -> None:
+    """The conversation writes each turn to its pack's log, then asks for the new examples' index at
+    once (on a thread): the next turn ranks exactly what that refresh prepared, with the new example,
+    instead of building the index itself."""
+    import threading
+
+    from shortlist._events import Event
+    from shortlist._types import Candidate, Query, Selection
+    from shortlist.selection._base import Selector
+    from shortlist.selection._refresh import ExamplesRefreshed
+
+    def get_weather(city: str) -> str:
+        """Get the weather forecast for a city."""
+        return "sunny"
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    class Recording(Selector):
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.prepared: list[tuple[Candidate, ...]] = []
+            self.seen: list[tuple[Candidate, ...]] = []
+            self.lock = threading.Lock()
+
+        def prepare(self, candidates: Any) -> None:
+            with self.lock:
+                self.prepared.append(tuple(candidates))
+
+        def select(self, query: Query, candidates: Any) -> Selection:
+            self.seen.append(tuple(candidates))
+            return Selection(("get_weather", "send_email"), scores=(1.0, 0.5))
+
+    replies = iter(
+        [
+            {"content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Oslo"}}]},
+            {"content": [{"type": "text", "text": "sunny"}]},
+            {"content": [{"type": "text", "text": "ok"}]},
+        ]
+    )
+    log = FeedbackStore(tmp_path / "feedback.db")
+    sel = Recording()
+    events: list[Event] = []
+    tools = [Tool.from_function(f) for f in (get_weather, send_email)]
+    conv = Conversation(
+        Pack(tools=tools, feedback=log),
+        model=lambda r: next(replies),
+        format="anthropic",
+        tool_selector=sel,
+        skills_selector=None,
+        on_event=events.append,
+    )
+    try:
+        conv.send("is it raining in Oslo")
+        assert conv.session.shortlist._enriched.wait(10)
+        (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+        assert refreshed.reason == "write" and refreshed.error == ""
+        prepared = sel.prepared[-1]
+        assert next(c.examples for c in prepared if c.id == "get_weather") == ("is it raining in Oslo",)
+        conv.send("and in Rome")
+        assert sel.seen[-1] is prepared  # the turn found the refreshed catalog: nothing built in it
+    finally:
+        conv.close()
+        log.close()

@@ -174,3 +174,120 @@ def test_a_prepared_catalogs_key_is_remembered_not_hashed_every_turn() -> None:
     for i in range(20):
         prepared.key(tuple(cats[:i]))
     assert len(prepared._keys) == _timeout._KEYS_KEPT
+
+
+def test_a_write_refreshes_at_once_and_the_next_turn_finds_the_index_built(tmp_path: Path) -> None:
+    """A process that wrote to the log asks for the refresh at once (the runtime does after each turn it
+    records): the next turn ranks exactly what the refresh prepared, with the new example."""
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    events: list[Event] = []
+    sl = Shortlist(CATALOG, selector=sel, examples=store, on_event=events.append)  # sync, the library's default
+    sl.select("weather")
+    assert sl.refresh_examples() is False  # nothing changed: nothing to prepare
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sl._enriched.wait(10)
+    prepared = sel.prepared[-1]
+    assert examples_of(prepared, "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+    sl.select("weather now")
+    assert sel.seen[-1] is prepared  # found by identity: the turn builds nothing
+    assert sl.refresh_examples() is False  # handed out already
+    (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+    assert refreshed.reason == "write" and refreshed.stale_turns == 0 and refreshed.error == ""
+
+
+def test_a_sync_turn_waits_for_the_refresh_under_way_rather_than_build_the_index_twice(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    sl = Shortlist(CATALOG, selector=sel, examples=store)
+    sl.select("weather")
+    sel.gate.clear()
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sel.entered.wait(10)
+    answered = threading.Event()
+
+    def turn() -> None:
+        sl.select("weather now")
+        answered.set()
+
+    threading.Thread(target=turn).start()
+    assert not answered.wait(0.3), "the sync turn did not wait for the refresh preparing its examples"
+    sel.gate.set()
+    assert answered.wait(10)
+    assert len(sel.prepared) == 1 and sel.seen[-1] is sel.prepared[0]  # prepared once, ranked as prepared
+    assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+
+
+def test_a_background_turn_during_a_write_refresh_ranks_the_previous_examples(tmp_path: Path) -> None:
+    store, sel, events, sl = background_service(tmp_path)
+    sl.select("weather")
+    sel.gate.clear()
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sel.entered.wait(10)
+    sl.select("weather now")  # does not wait
+    assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?",)
+    sel.gate.set()
+    assert sl._enriched.wait(10)
+    sl.select("weather later")
+    assert sel.seen[-1] is sel.prepared[-1]
+    (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+    assert refreshed.reason == "write" and refreshed.stale_turns == 1
+
+
+def test_writes_during_a_refresh_are_prepared_after_it_in_order(tmp_path: Path) -> None:
+    store, sel, events, sl = background_service(tmp_path)
+    sl.select("weather")
+    sel.gate.clear()
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sel.entered.wait(10)
+    store.record("snow in Oslo?", used=["get_weather"])
+    assert sl.refresh_examples() is False  # one under way: the newer one is prepared after it
+    store.record("storm in Bergen?", used=["get_weather"])
+    assert sl.refresh_examples() is False
+    sel.gate.set()
+    assert sl._enriched.wait(10)
+    sl.select("weather")
+    newest = ("rain in Oslo?", "sunny in Rome?", "snow in Oslo?", "storm in Bergen?")
+    assert examples_of(sel.seen[-1], "get_weather") == newest and sel.seen[-1] is sel.prepared[-1]
+    assert len(sel.prepared) == 2  # the first write's, then only the newest
+    assert [e.reason for e in events if isinstance(e, ExamplesRefreshed)] == ["write", "turn"]
+
+
+def test_a_sync_turn_newer_than_the_refresh_is_not_overwritten_by_it(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.db")
+    store.record("rain in Oslo?", used=["get_weather"])
+    sel = Recording()
+    sl = Shortlist(CATALOG, selector=sel, examples=store)
+    sl.select("weather")
+    sel.gate.clear()
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sel.entered.wait(10)
+    store.record("snow in Oslo?", used=["get_weather"])
+    sl.select("weather now")  # newer than what the refresh prepares: the turn ranks it at once
+    newest = ("rain in Oslo?", "sunny in Rome?", "snow in Oslo?")
+    assert examples_of(sel.seen[-1], "get_weather") == newest
+    sel.gate.set()  # the refresh ends after the turn handed out the newer tuple
+    handed = sel.seen[-1]
+    assert sl._enriched.wait(10)
+    sl.select("weather again")
+    assert sel.seen[-1] is handed  # never swapped back to the refresh's older tuple (and its index built anew)
+
+
+def test_refresh_without_a_log_or_with_a_broken_one_changes_nothing(tmp_path: Path) -> None:
+    events: list[Event] = []
+    assert Shortlist(CATALOG, selector=Recording()).refresh_examples() is False
+    store = FeedbackStore(tmp_path / "fb.db")
+    sel = Recording()
+    sl = Shortlist(CATALOG, selector=sel, examples=store, on_event=events.append)
+    assert sl.refresh_examples(()) is False  # nothing to rank
+    store.close()  # the log breaks
+    assert sl.refresh_examples() is False
+    assert [e.what for e in events if e.name == "selection.feedback_unavailable"] == ["examples"]  # type: ignore[attr-defined]
+    assert sel.prepared == [] and sl.select("weather").fallback is None

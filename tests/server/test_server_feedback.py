@@ -81,6 +81,32 @@ def test_a_recorded_turns_example_reaches_the_ranking_without_a_request_waiting(
         assert r.json()["ranked"] == ["convert_currency"]  # the logged message is now its example
 
 
+def test_the_replica_that_records_a_turn_indexes_it_before_its_next_request(tmp_path: Path, app_factory: Any) -> None:
+    """The replica that wrote the turn starts indexing its example at once: its first ranking request
+    after the refresh uses it (the other replicas find the change at their next request)."""
+    from shortlist.selection._refresh import ExamplesRefreshed
+
+    log = _empty_log(tmp_path)
+    query = {"catalog": "example", "query": "zorblat the quarterly figures", "k": 1}
+    with app_factory(catalogs=CATALOGS, selector="bm25", examples_path=str(log)) as srv, srv.client() as c:
+        service = srv.app.state.service
+        events: list[Any] = []
+        service.shortlist._enriched._hooks = (events.append,)
+        assert c.post("/v1/select", json=query).json()["ranked"] != ["convert_currency"]
+        turn = {"query": "zorblat the quarterly figures into euros", "used": ["convert_currency"]}
+        assert c.post("/v1/feedback", json=turn).status_code == 200
+        assert service.shortlist._enriched.wait(20)
+        first = c.post("/v1/select", json=query).json()
+        assert first["ranked"] == ["convert_currency"]  # the first request after the write: no stale turn
+        (refreshed,) = [e for e in events if isinstance(e, ExamplesRefreshed)]
+        assert refreshed.reason == "write" and refreshed.stale_turns == 0
+        again = {"query": "zorblat the yearly figures", "used": ["convert_currency"], "external_id": "t1"}
+        assert c.post("/v1/feedback", json=again).status_code == 200
+        assert c.post("/v1/feedback", json=again).json()["recorded"] is False  # not recorded: nothing to index
+        assert service.shortlist._enriched.wait(20)
+        assert len([e for e in events if isinstance(e, ExamplesRefreshed)]) == 2
+
+
 def test_a_retried_turn_is_recorded_once(tmp_path: Path, app_factory: Any) -> None:
     log = _empty_log(tmp_path)
     turn = {"query": "book a hotel in Rome", "used": ["book_hotel"], "external_id": "conv-7/turn-2", "kind": "tool"}

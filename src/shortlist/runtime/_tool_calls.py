@@ -154,3 +154,5 @@ class ToolCalls(OfferedTools):
                 )
             except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
                 emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
+        # the next turn's ranking should find the new examples indexed, not build the index itself
+        await asyncio.to_thread(self.session.shortlist.refresh_examples, self._tool_candidates(), kind="tool")

@@ -287,6 +287,30 @@ class Shortlist:
             return self._enriched.serve(kind or self.kind, candidates, fresh)
         return candidates
 
+    def refresh_examples(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> bool:
+        """Index the bound feedback log's new examples for ``candidates`` (default: the catalog) now, on a
+        thread. Call it right after writing to the log (the runtime's conversation does, after each
+        turn it records): the next turn then finds the new index built instead of building
+        it (about 0.1 s at 10,000 tools, 0.5 s with a 100,000-turn log). Until it is done a
+        ``"background"`` turn ranks with the previous examples and a ``"sync"`` one waits for it.
+
+        ``candidates`` must be the object the turns rank (the same tuple from turn to turn). Returns
+        whether a refresh was started: False without a bound log, when nothing changed, or when one is
+        under way (a newer change is prepared after it). A log that cannot be read is a
+        ``selection.feedback_unavailable`` event. Each refresh is a ``selection.examples_refreshed``
+        event (``reason`` ``write``).
+        """
+        source = self.catalog if candidates is None else candidates
+        if self.examples is None or not source:
+            return False
+        kind = kind or self.kind
+        try:
+            fresh = self.examples.enrich(source, kind=kind)
+        except Exception as exc:  # a log that is down costs the refresh, never the caller
+            emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
+            return False
+        return self._enriched.refresh(kind, source, fresh)
+
     def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
         """The tools the bound feedback log's turns used together (None when no log is bound).
 

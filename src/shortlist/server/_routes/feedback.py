@@ -4,8 +4,10 @@ The log the service is bound to (``--examples FEEDBACK_DB``: a file, or a Postgr
 replica shares) gives the rankings their usage examples (the turn's message becomes an example of
 each tool it used) and the offers their co-usage companions (the tools used on one turn). The
 runtime records its own turns; this route lets a client in any language do the same, through the
-library's :meth:`~shortlist.feedback.FeedbackStore.record`. Every replica on the log reads a new turn
-at its next request that ranks (the log is read again when it changes). Without a bound log the
+library's :meth:`~shortlist.feedback.FeedbackStore.record`. The replica that records a turn indexes
+its examples for each named catalog at once, on a thread (:meth:`~shortlist.Shortlist.refresh_examples`),
+so its next ranking request finds them indexed; every other replica on the log reads a new turn at its
+next request that ranks (the log is read again when it changes). Without a bound log the
 route answers 404 ``no_feedback_log``, and 503 ``unavailable`` when the log cannot be written (its
 database is down); a turn sent again with the same ``external_id`` is recorded once, so a retry is
 safe. A log that cannot be read costs the ranking routes their examples and companions, never the
@@ -82,5 +84,9 @@ async def feedback(body: FeedbackRequest, request: Request) -> FastJSONResponse:
         raise ApiError(
             503, "unavailable", "the feedback log cannot be written now; retry", headers=retry_after_headers()
         ) from None
+    if turn:  # this replica indexes the new examples now, not at its next ranking request (the others then)
+        state = state_of(request)
+        for catalog in state.catalogs.values():
+            await asyncio.to_thread(state.shortlist.refresh_examples, catalog, kind=body.kind)
     out: dict[str, Any] = {"recorded": bool(turn), "turn": turn or None}
     return FastJSONResponse(out)
