@@ -168,6 +168,8 @@ def test_a_recorded_turn_is_indexed_before_the_next_turn_needs_it(tmp_path: Path
         assert next(c.examples for c in prepared if c.id == "get_weather") == ("is it raining in Oslo",)
         conv.send("and in Rome")
         assert sel.seen[-1] is prepared  # the turn found the refreshed catalog: nothing built in it
+        assert conv.session.shortlist._enriched.wait(10)
+        assert len([e for e in events if isinstance(e, ExamplesRefreshed)]) == 1  # no call, nothing written
     finally:
         conv.close()
         log.close()

@@ -15,7 +15,7 @@ from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import UsageError
 from shortlist.feedback import FeedbackStore
 from shortlist.selection._base import Selector
-from shortlist.selection._refresh import EnrichedCatalogs, ExamplesRefreshed
+from shortlist.selection._refresh import EnrichedCatalogs, ExamplesRefresh, ExamplesRefreshed
 
 CATALOG = (
     Candidate("get_weather", description="Current weather for a city"),
@@ -65,18 +65,29 @@ def test_an_unchanged_log_hands_out_the_same_enriched_catalog(tmp_path: Path) ->
     assert sel.seen[3] is sel.seen[2]
 
 
-def background_service(tmp_path: Path) -> tuple[FeedbackStore, Recording, list[Event], Shortlist]:
-    """A log with one example, a recording selector and a binding that refreshes in the background."""
+def bound_to_log(
+    tmp_path: Path, refresh: ExamplesRefresh = "background"
+) -> tuple[FeedbackStore, Recording, list[Event], Shortlist]:
+    """A log with one example, a recording selector and a binding that refreshes ``refresh``-wise."""
     store = FeedbackStore(tmp_path / "fb.db")
     store.record("rain in Oslo?", used=["get_weather"])
     sel = Recording()
     events: list[Event] = []
-    sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh="background", on_event=events.append)
+    sl = Shortlist(CATALOG, selector=sel, examples=store, examples_refresh=refresh, on_event=events.append)
     return store, sel, events, sl
 
 
+def refresh_held(store: FeedbackStore, sel: Recording, sl: Shortlist) -> None:
+    """One turn ranked, then a write whose refresh (asked for at the write) is held inside ``prepare``."""
+    sl.select("weather")
+    sel.gate.clear()
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sel.entered.wait(10)
+
+
 def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -> None:
-    store, sel, events, sl = background_service(tmp_path)
+    store, sel, events, sl = bound_to_log(tmp_path)
     sl.warm()
     assert [c.id for c in sel.prepared[-1]] == ["get_weather", "send_mail"]  # what a turn hands it: no pinned tool
     first = sl.select("weather")
@@ -107,7 +118,7 @@ def test_a_service_refreshes_in_the_background_and_never_waits(tmp_path: Path) -
 
 
 def test_a_failed_refresh_is_reported_and_the_new_examples_still_arrive(tmp_path: Path) -> None:
-    store, sel, events, sl = background_service(tmp_path)
+    store, sel, events, sl = bound_to_log(tmp_path)
     sl.select("weather")
 
     def broken(candidates: Sequence[Candidate]) -> None:
@@ -179,11 +190,7 @@ def test_a_prepared_catalogs_key_is_remembered_not_hashed_every_turn() -> None:
 def test_a_write_refreshes_at_once_and_the_next_turn_finds_the_index_built(tmp_path: Path) -> None:
     """A process that wrote to the log asks for the refresh at once (the runtime does after each turn it
     records): the next turn ranks exactly what the refresh prepared, with the new example."""
-    store = FeedbackStore(tmp_path / "fb.db")
-    store.record("rain in Oslo?", used=["get_weather"])
-    sel = Recording()
-    events: list[Event] = []
-    sl = Shortlist(CATALOG, selector=sel, examples=store, on_event=events.append)  # sync, the library's default
+    store, sel, events, sl = bound_to_log(tmp_path, "sync")  # the library's default
     sl.select("weather")
     assert sl.refresh_examples() is False  # nothing changed: nothing to prepare
     store.record("sunny in Rome?", used=["get_weather"])
@@ -199,15 +206,8 @@ def test_a_write_refreshes_at_once_and_the_next_turn_finds_the_index_built(tmp_p
 
 
 def test_a_sync_turn_waits_for_the_refresh_under_way_rather_than_build_the_index_twice(tmp_path: Path) -> None:
-    store = FeedbackStore(tmp_path / "fb.db")
-    store.record("rain in Oslo?", used=["get_weather"])
-    sel = Recording()
-    sl = Shortlist(CATALOG, selector=sel, examples=store)
-    sl.select("weather")
-    sel.gate.clear()
-    store.record("sunny in Rome?", used=["get_weather"])
-    assert sl.refresh_examples() is True
-    assert sel.entered.wait(10)
+    store, sel, _, sl = bound_to_log(tmp_path, "sync")
+    refresh_held(store, sel, sl)
     answered = threading.Event()
 
     def turn() -> None:
@@ -223,12 +223,8 @@ def test_a_sync_turn_waits_for_the_refresh_under_way_rather_than_build_the_index
 
 
 def test_a_background_turn_during_a_write_refresh_ranks_the_previous_examples(tmp_path: Path) -> None:
-    store, sel, events, sl = background_service(tmp_path)
-    sl.select("weather")
-    sel.gate.clear()
-    store.record("sunny in Rome?", used=["get_weather"])
-    assert sl.refresh_examples() is True
-    assert sel.entered.wait(10)
+    store, sel, events, sl = bound_to_log(tmp_path)
+    refresh_held(store, sel, sl)
     sl.select("weather now")  # does not wait
     assert examples_of(sel.seen[-1], "get_weather") == ("rain in Oslo?",)
     sel.gate.set()
@@ -240,12 +236,8 @@ def test_a_background_turn_during_a_write_refresh_ranks_the_previous_examples(tm
 
 
 def test_writes_during_a_refresh_are_prepared_after_it_in_order(tmp_path: Path) -> None:
-    store, sel, events, sl = background_service(tmp_path)
-    sl.select("weather")
-    sel.gate.clear()
-    store.record("sunny in Rome?", used=["get_weather"])
-    assert sl.refresh_examples() is True
-    assert sel.entered.wait(10)
+    store, sel, events, sl = bound_to_log(tmp_path)
+    refresh_held(store, sel, sl)
     store.record("snow in Oslo?", used=["get_weather"])
     assert sl.refresh_examples() is False  # one under way: the newer one is prepared after it
     store.record("storm in Bergen?", used=["get_weather"])
@@ -260,15 +252,8 @@ def test_writes_during_a_refresh_are_prepared_after_it_in_order(tmp_path: Path) 
 
 
 def test_a_sync_turn_newer_than_the_refresh_is_not_overwritten_by_it(tmp_path: Path) -> None:
-    store = FeedbackStore(tmp_path / "fb.db")
-    store.record("rain in Oslo?", used=["get_weather"])
-    sel = Recording()
-    sl = Shortlist(CATALOG, selector=sel, examples=store)
-    sl.select("weather")
-    sel.gate.clear()
-    store.record("sunny in Rome?", used=["get_weather"])
-    assert sl.refresh_examples() is True
-    assert sel.entered.wait(10)
+    store, sel, _, sl = bound_to_log(tmp_path, "sync")
+    refresh_held(store, sel, sl)
     store.record("snow in Oslo?", used=["get_weather"])
     sl.select("weather now")  # newer than what the refresh prepares: the turn ranks it at once
     newest = ("rain in Oslo?", "sunny in Rome?", "snow in Oslo?")

@@ -130,29 +130,34 @@ class ToolCalls(OfferedTools):
             return
         used = set(called)
         host_used = [n for n in dict.fromkeys(called) if not n.startswith(RESERVED_TOOL_PREFIXES)]
+        wrote = False
         if text.strip() and host_used:  # the turn: its query becomes an example of what it used
             try:
-                await asyncio.to_thread(
-                    feedback.record,
-                    Query(text, "tool", self.k, self.pack.id, self.pack.agent_id),
-                    selected=list(self.session.state.available),
-                    used=host_used,
-                    kind="tool",
+                wrote = bool(
+                    await asyncio.to_thread(
+                        feedback.record,
+                        Query(text, "tool", self.k, self.pack.id, self.pack.agent_id),
+                        selected=list(self.session.state.available),
+                        used=host_used,
+                        kind="tool",
+                    )
                 )
             except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
                 emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
         for s in report.searches:
             if not s["query"].strip():
                 continue
+            found_used = [n for n in s["found"] if n in used]
             try:
-                await asyncio.to_thread(
+                turn = await asyncio.to_thread(
                     feedback.record,
                     Query(s["query"], "tool", self.session.search_k, self.pack.id, self.pack.agent_id),
                     selected=s["found"],
-                    used=[n for n in s["found"] if n in used],
+                    used=found_used,
                     kind="tool",
                 )
+                wrote = wrote or bool(turn and found_used)  # a search the model used teaches its query
             except Exception as exc:  # the feedback log is best effort: an event, never a failed turn
                 emit(RuntimeStepFailed(step="feedback", error=f"{type(exc).__name__}: {exc}"))
-        # the next turn's ranking should find the new examples indexed, not build the index itself
-        await asyncio.to_thread(self.session.shortlist.refresh_examples, self._tool_candidates(), kind="tool")
+        if wrote:  # new examples: the next turn's ranking should find them indexed, not build the index itself
+            await asyncio.to_thread(self.session.shortlist.refresh_examples, self._tool_candidates(), kind="tool")

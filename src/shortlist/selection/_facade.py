@@ -279,13 +279,22 @@ class Shortlist:
         """``candidates`` with the bound feedback log's usage examples (themselves when none is bound, and
         when the log cannot be read: a ``selection.feedback_unavailable`` event)."""
         if self.examples is not None and candidates:
-            try:
-                fresh = self.examples.enrich(candidates, kind=kind)
-            except Exception as exc:  # a log that is down costs the turn its examples, never the turn
-                emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
+            fresh = self._logged(self.examples, candidates, kind)
+            if fresh is None:  # a log that is down costs the turn its examples, never the turn
                 return candidates
             return self._enriched.serve(kind or self.kind, candidates, fresh)
         return candidates
+
+    def _logged(
+        self, log: FeedbackStore, candidates: Sequence[Candidate], kind: str | None
+    ) -> Sequence[Candidate] | None:
+        """``candidates`` with ``log``'s usage examples now; None when it cannot be read (a
+        ``selection.feedback_unavailable`` event)."""
+        try:
+            return log.enrich(candidates, kind=kind)
+        except Exception as exc:  # the caller goes on without the examples
+            emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
+            return None
 
     def refresh_examples(self, candidates: Sequence[Candidate] | None = None, *, kind: str | None = None) -> bool:
         """Index the bound feedback log's new examples for ``candidates`` (default: the catalog) now, on a
@@ -304,12 +313,8 @@ class Shortlist:
         if self.examples is None or not source:
             return False
         kind = kind or self.kind
-        try:
-            fresh = self.examples.enrich(source, kind=kind)
-        except Exception as exc:  # a log that is down costs the refresh, never the caller
-            emit(FeedbackUnavailable(what="examples", error=f"{type(exc).__name__}: {exc}"), hooks=self._hooks)
-            return False
-        return self._enriched.refresh(kind, source, fresh)
+        fresh = self._logged(self.examples, source, kind)
+        return fresh is not None and self._enriched.refresh(kind, source, fresh)
 
     def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
         """The tools the bound feedback log's turns used together (None when no log is bound).
