@@ -116,6 +116,24 @@ def test_add_tools_and_the_simulated_model(tmp_path: Path) -> None:
     assert report["strategies"]["deferred"]["searches_per_turn"] < before["strategies"]["deferred"]["searches_per_turn"]
 
 
+def test_added_mcp_tools_are_ranked_by_the_replayed_offer_not_pinned(tmp_path: Path) -> None:
+    """A host's other MCP servers (``mcp__server__tool``) are what grows a catalog: the replay offers
+    them as the runtime does, ranked, where narrowing's default pins would put all of them in every block."""
+    extra = tmp_path / "mcp.jsonl"
+    lines = [
+        {"id": f"mcp__srv{i % 3}__tool_{i}", "name": f"mcp__srv{i % 3}__tool_{i}", "description": f"Tool {i}."}
+        for i in range(30)
+    ]
+    extra.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    base = [*("--dataset", str(CONV), "--selector", "bm25", "--history", "0", "--json", "--no-progress")]
+    plain, grown = cli(*base), cli(*base, "--add-tools", str(extra))
+    assert plain.returncode == 0 and grown.returncode == 0, plain.stderr + grown.stderr
+    before, after = json.loads(plain.stdout)["strategies"], json.loads(grown.stdout)["strategies"]
+    assert after["all"]["tools_per_turn"] == before["all"]["tools_per_turn"] + 30
+    for policy in ("deferred", "per_turn"):
+        assert after[policy]["tools_per_turn"] < before[policy]["tools_per_turn"] + 5, policy
+
+
 def test_add_tools_on_a_tool_retrieval_dataset() -> None:
     ds = CONV.parent / "eval_tiny"
     out = cli("--dataset", str(ds), "--selector", "bm25", "--add-tools", str(CONV), "--json", "--no-progress")

@@ -8,9 +8,11 @@ untimed ranking of the one stand-in query.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,6 +84,31 @@ def test_the_facade_warms_through_prepare() -> None:
     ranker = Recording()
     Shortlist(CATALOG, selector=ranker).warm()
     assert ranker.ranked == [(WARM_UP_QUERY, IDS)]
+
+
+def test_the_service_also_prepares_what_its_offer_ranks_of_a_catalog_of_mcp_tools(tmp_path: Path) -> None:
+    """``/v1/select`` pins ``mcp__`` tools by default and ``/v1/offer`` ranks them: both are prepared."""
+    pytest.importorskip("fastapi")
+    from shortlist.server._settings import ServerSettings
+    from shortlist.server._state import ServiceState
+
+    path = tmp_path / "tools.json"
+    ids = ("mcp__files__read_file", "send_email")
+    path.write_text(json.dumps([{"id": i, "name": i, "description": f"the {i} tool"} for i in ids]))
+    state = ServiceState(ServerSettings(selector="recording", catalogs={"mixed": str(path)}))
+    ranker = Recording()
+    state.shortlist.registry.register("recording", ranker)
+    try:
+        state.start()
+        assert state.ready and not state.warm_up_errors
+        # tools (pinned mcp__ left out), the offer's tools (all ranked), skills (the same catalog)
+        assert ranker.ranked == [
+            (WARM_UP_QUERY, ("send_email",)),
+            (WARM_UP_QUERY, ids),
+            (WARM_UP_QUERY, ("send_email",)),
+        ]
+    finally:
+        state.close()
 
 
 def test_the_service_prepares_its_bound_selector_for_each_catalog_or_none() -> None:

@@ -445,6 +445,39 @@ def test_deferred_by_default_fixes_a_block_of_pins_and_prefetches_from_the_first
         ToolSession(shortlist(), hot=-1)
 
 
+MCP_CATALOG = tuple(
+    Candidate(i, description=d)
+    for i, d in [
+        ("mcp__weather__get_weather", "weather forecast for a city"),
+        ("mcp__travel__book_flight", "book a flight"),
+        ("mcp__mail__send_email", "send an email"),
+        ("memory__recall", "recall a memory"),
+    ]
+)
+
+
+def test_a_hosts_mcp_tools_are_ranked_by_the_offer_not_pinned() -> None:
+    """Tools named as MCP hosts name them (``mcp__server__tool``) are what a big catalog is made of:
+    every offer path ranks them, where narrowing's default policy pins the ``mcp`` namespace."""
+    sl = Shortlist(MCP_CATALOG, selector=FunctionSelector(by_words))
+    assert len(sl.select("weather in Oslo").pinned) == 4  # narrowing's documented default, unchanged
+    per_turn = ToolSession(sl, policy="per_turn", k=1).offer("weather in Oslo")
+    assert per_turn.block == ("mcp__weather__get_weather", "memory__recall") and per_turn.reason == "first_turn"
+    deferred = ToolSession(sl, policy="deferred", k=1)
+    first = deferred.offer("weather in Oslo")
+    assert first.block == ("memory__recall",) and first.prefetched == ("mcp__weather__get_weather",)
+    assert set(first.deferred) == {"mcp__travel__book_flight", "mcp__mail__send_email"}
+    assert [c.id for c in deferred.search("send an email")] == ["mcp__mail__send_email"]
+    state = decide_offer(sl, OfferState(), "book a flight", policy="deferred", k=1).state
+    assert [c.id for c in search_tools(sl, state, "send an email", policy="deferred", k=1).found] == [
+        "mcp__mail__send_email"
+    ]
+    # one live sibling per binding, sharing its enriched catalogs; a policy that is already live is its own
+    live = sl.for_tools()
+    assert live is sl.for_tools() and live.policy == sl.tool_policy() and live._enriched is sl._enriched
+    assert live.for_tools() is live and sl.derive(kind="tool").for_tools() is not live
+
+
 def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
     from shortlist.offer._state import OfferStateRepaired
 

@@ -187,6 +187,36 @@ def test_messages_and_query_text_decide_the_same(app_factory: Any) -> None:
         assert inline["block"] == ["a"] and inline["deferred"] == ["b"]
 
 
+def test_a_hosts_mcp_tools_are_ranked_not_pinned(app_factory: Any) -> None:
+    """``mcp__server__tool`` names (an MCP host's tools) are offered as the runtime offers them: ranked."""
+    tools = [
+        {"id": "mcp__mail__send_email", "description": "send an email"},
+        {"id": "mcp__weather__forecast", "description": "weather forecast"},
+        {"id": "mcp__travel__book_flight", "description": "book a flight"},
+        {"id": "memory__recall", "description": "recall a memory"},
+    ]
+    with app_factory(selector="lexical") as srv, srv.client() as c:
+        body = {"candidates": tools, "query": "send an email", "k": 1, "policy": "per_turn"}
+        per_turn = c.post("/v1/offer", json=body).json()
+        assert per_turn["block"] == ["mcp__mail__send_email", "memory__recall"]
+        deferred = c.post("/v1/offer", json={**body, "policy": "deferred"}).json()
+        assert deferred["block"] == ["memory__recall"] and deferred["prefetched"] == ["mcp__mail__send_email"]
+        found = c.post(
+            "/v1/offer/search",
+            json={
+                "candidates": tools,
+                "query": "weather forecast",
+                "k": 1,
+                "policy": "deferred",
+                "state": deferred["state"],
+            },
+        ).json()
+        assert [t["id"] for t in found["tools"]] == ["mcp__weather__forecast"]
+        # /v1/select keeps narrowing's configured pins (the mcp namespace by default)
+        pinned = c.post("/v1/select", json={"candidates": tools, "query": "send an email", "k": 1}).json()
+        assert set(pinned["pinned"]) == {t["id"] for t in tools}
+
+
 @pytest.mark.parametrize(
     ("state", "says"),
     [

@@ -97,7 +97,7 @@ def run_conversations(
     shortlist = Shortlist(catalog, selector=selector)
     with progress, progress_listening(progress):  # the model load and the index, before the replay's bars
         progress.phase(f"eval {names[0]}: loading the selector and indexing {len(shortlist.catalog):,} tools")
-        shortlist.warm()
+        shortlist.for_tools().warm()  # the offer narrows under the tool policy (mcp__ tools ranked)
 
     def make(policy: OfferPolicy, co_usage: CoUsage | None) -> ToolSession:
         prefetch = prefetch_n if policy == "deferred" else 0

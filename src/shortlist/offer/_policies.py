@@ -377,7 +377,8 @@ def decide_offer(
     """Decide this turn's offer from the conversation's ``state`` (pure: nothing is stored).
 
     Args:
-        shortlist: the binding (catalog, selector, pins) to narrow with.
+        shortlist: the binding (catalog, selector, pins) to narrow with, under its tool policy
+            (:meth:`~shortlist.Shortlist.for_tools`: ``mcp__`` tools are ranked, not pinned).
         state: what was offered and called so far (``OfferState()`` on the first turn).
         query: the turn's text, a :class:`Query`, or the conversation's messages.
         policy: ``per_turn``, ``stable`` or ``deferred``.
@@ -418,6 +419,7 @@ def decide_offer(
     policy = check_policy(policy)
     if prefetch_tokens is not None and prefetch_tokens < 0:
         raise ConfigError(f"prefetch_tokens must be non-negative or None, not {prefetch_tokens}")
+    shortlist = shortlist.for_tools()  # a host's mcp__ tools are offered like any tool, not pinned
     eligible = tuple(shortlist.catalog if candidates is None else candidates)
     by_id = {c.id: c for c in eligible}
     turn = _Turn(

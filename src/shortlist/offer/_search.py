@@ -139,9 +139,10 @@ def search_tools(
 ) -> ToolSearch:
     """Rank the tools the model cannot call yet for ``query``; return them and the new state.
 
-    Under ``deferred`` the found tools are *loaded* (their definitions enter the history);
-    under ``stable`` and ``per_turn`` they join the tools block of the next request (a change
-    that re-writes ``prefix_tokens``; when carrying the whole catalog for ``horizon`` calls
+    It narrows under ``shortlist``'s tool policy (:meth:`~shortlist.Shortlist.for_tools`: ``mcp__``
+    tools are ranked, not pinned). Under ``deferred`` the found tools are *loaded* (their
+    definitions enter the history); under ``stable`` and ``per_turn`` they join the tools block of
+    the next request (a change that re-writes ``prefix_tokens``; when carrying the whole catalog for ``horizon`` calls
     costs less than the changes still expected, the whole catalog joins instead). With
     ``co_usage``, the tools usually called with the found ones come along. ``suite_boost``: the
     tools of the servers or suites the conversation called or loaded gain it before the top ``k``
@@ -167,6 +168,7 @@ def search_tools(
     policy = check_policy(policy)
     if search_tokens is not None and search_tokens < 0:
         raise ConfigError(f"search_tokens must be non-negative or None, not {search_tokens}")
+    shortlist = shortlist.for_tools()  # a host's mcp__ tools are offered like any tool, not pinned
     catalog = tuple(shortlist.catalog if candidates is None else candidates)
     by_id = {c.id: c for c in catalog}
     state = repaired(shortlist, state, by_id.keys(), hooks)

@@ -168,6 +168,7 @@ class Shortlist:
             else:
                 self.examples = examples
         self._enriched = EnrichedCatalogs(self.prepare, mode=examples_refresh, hooks=self._hooks)
+        self._live: Shortlist | None = None
 
     def selector_for(self, kind: str) -> Selector | None:
         """The selector used for ``kind`` (resolved and initialised on first use)."""
@@ -204,6 +205,25 @@ class Shortlist:
         """
         return live_tool_policy(self.policy)
 
+    def for_tools(self) -> Shortlist:
+        """This binding as a conversation's tool offer narrows: under :meth:`tool_policy`.
+
+        Itself when its policy already is that; else a sibling (:meth:`derive`) made once and kept,
+        which shares this binding's enriched catalogs (the same usage examples, refreshed together).
+        A host's tools named ``mcp__server__tool`` are then ranked like any tool, not pinned, by
+        every offer path: :class:`~shortlist.offer.ToolSession`, ``POST /v1/offer``, ``shortlist
+        offer`` and the conversation replay of ``shortlist eval``.
+        """
+        live = self.tool_policy()
+        if live == self.policy:
+            return self
+        twin = self._live
+        if twin is None:
+            twin = self.derive(policy=live)
+            twin._enriched = self._enriched
+            self._live = twin
+        return twin
+
     def derive(
         self,
         *,
@@ -227,6 +247,7 @@ class Shortlist:
         twin._owns_examples = False
         # its own enriched catalogs: a refresh prepares the twin's selector, under the twin's policy
         twin._enriched = EnrichedCatalogs(twin.prepare, mode=self._enriched.mode, hooks=twin._hooks)
+        twin._live = None  # its own live sibling, made on first use
         return twin
 
     def _query(self, query: str | Query | Sequence[Mapping[str, Any]], kind: str | None, k: int | None) -> Query:

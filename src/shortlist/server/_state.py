@@ -202,6 +202,10 @@ class ServiceState:
         for catalog in [c for c in self.catalogs.values() if c] or [()]:
             try:
                 self.shortlist.prepare(self.shortlist.enrich(catalog, kind=kind), kind)
+                # /v1/offer ranks a host's mcp__ tools too: prepare that rankable part when it differs
+                offers, pins = self.shortlist.for_tools(), self.shortlist.policy.pins
+                if kind == "tool" and any(pins.is_pinned(c.id) != offers.policy.pins.is_pinned(c.id) for c in catalog):
+                    offers.prepare(offers.enrich(catalog, kind=kind), kind)
             except Exception as exc:  # a real request falls back and reports it; start-up goes on, not ready
                 error = f"{type(exc).__name__}: {exc}"
                 self.warm_up_errors[kind] = error
