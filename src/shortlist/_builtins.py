@@ -147,10 +147,11 @@ class HybridOptions(_TopK):
     adapter: str | None = Field(None, description="a query adapter file (shortlist feedback train --out)")
     adapter_weight: float = Field(0.5, ge=0, le=1)
     name_match: bool = Field(True, description="a tool the message names (any spelling) ranks first")
-    dedupe: bool = Field(False, description="near-duplicate tools take one slot of the top k")
+    dedupe: bool = Field(True, description="same-named variants of one tool take one slot of the top k")
     dedupe_cosine: float = Field(
         0.85, gt=0, le=1, description="description cosine at which same-named tools are variants"
     )
+    dedupe_descriptions: bool = Field(False, description="tools with the same description are variants too")
     server_weight: float = Field(0.5, ge=0, description="weight of the tool's server score (0: off)")
     server_top: int = Field(3, ge=1, description="a server scores the mean of its best server_top tools")
     server_centroid: float = Field(0.0, ge=0, description="weight of the query's cosine to the server's mean tool")

@@ -21,8 +21,10 @@ from shortlist.rankers._scale import (
     name_words,
     named_tools,
     naming_queries,
+    same_tool,
     server_scores,
     spellings,
+    variant_key,
     variants,
 )
 from shortlist.selection._query import quoted_kind, without_quoted
@@ -218,11 +220,11 @@ def test_the_fast_path_emits_an_event() -> None:
 def test_variants_of_one_tool_take_one_slot() -> None:
     catalog = [*VERBOSE, *FS]
     text = "get the project by name and version"
-    plain = HybridRanker(embedder=HashEmbedder()).select(Query(text, k=3), catalog).selected
+    plain = HybridRanker(embedder=HashEmbedder(), dedupe=False).select(Query(text, k=3), catalog).selected
     assert set(plain) == {c.id for c in VERBOSE}  # the three variants fill the top 3
     seen: list[object] = []
     with event_hooks(seen.append):
-        deduped = HybridRanker(embedder=HashEmbedder(), dedupe=True).select(Query(text, k=3), catalog)
+        deduped = HybridRanker(embedder=HashEmbedder()).select(Query(text, k=3), catalog)  # the default
     assert deduped.selected[0] == plain[0]
     assert len(set(deduped.selected) & {c.id for c in VERBOSE}) == 1
     assert len(deduped.selected) == 3
@@ -266,6 +268,63 @@ def test_variants_by_version_and_by_identical_descriptions() -> None:
     assert not variants(2, 6, index, None)  # same description, unrelated names
     identical = np.ones((len(catalog), 2), dtype=np.float32) / np.sqrt(2)
     assert not variants(4, 5, index, identical)  # a cosine of 1 does not make variants
+
+
+def test_by_default_only_same_named_tools_are_variants() -> None:
+    """Two tools a dataset tells apart by name keep their slots (NESTFUL's ``create_event`` and
+    ``create_calendar_event`` share a description); one tool on two servers takes one."""
+    same_words = "Create a new event in the calendar with a title, a start and an end time."
+    catalog = [
+        Candidate("create_event", "create_event", same_words),
+        Candidate("create_calendar_event", "create_calendar_event", same_words),
+        Candidate("mcp__files__read_file", "mcp__files__read_file", "Read the contents of a file from disk."),
+        Candidate(
+            "mcp__desktop__read_file", "mcp__desktop__read_file", "Read the contents of a file from disk, any size."
+        ),
+        Candidate("delete_file", "delete_file", "Delete a file from disk."),
+    ]
+    index = NameIndex.build(catalog)
+    assert not variants(0, 1, index, None, descriptions=False) and variants(0, 1, index, None)
+    assert variants(2, 3, index, None, descriptions=False)
+    assert demote_duplicates([0, 1, 2, 3, 4], index, None, descriptions=False) == ([0, 1, 2, 4, 3], [3])
+    ranker = HybridRanker(embedder=HashEmbedder())
+    assert ranker.dedupe and not ranker.dedupe_descriptions
+    events = set(ranker.select(Query("create an event in the calendar", k=2), catalog).selected)
+    assert events == {"create_event", "create_calendar_event"}
+    files = ranker.select(Query("read the contents of a file", k=2), catalog).selected
+    assert len(set(files) & {"mcp__files__read_file", "mcp__desktop__read_file"}) == 1
+    both = HybridRanker(embedder=HashEmbedder(), dedupe_descriptions=True)
+    assert len(set(both.select(Query("create an event in the calendar", k=2), catalog).selected)) == 2
+    assert both.select(Query("create an event in the calendar", k=2), catalog).selected[1] not in {
+        "create_event",
+        "create_calendar_event",
+    }
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (
+            ("mcp__files__read_file", "Read a file from disk."),
+            ("mcp__desktop__read_file", "Read a file from the disk."),
+            True,
+        ),
+        (("read_file", "Read a file from disk."), ("read_file_v2", "Read a file from disk, faster."), True),
+        (
+            ("mcp__bio__search", "Search biomedical literature and trials."),
+            ("mcp__hn__search", "Search stories on Hacker News."),
+            False,
+        ),
+        (("get_weather", "Weather of a city."), ("get_forecast", "Weather of a city."), False),
+        (("v2", "Same words."), ("v3", "Same words."), False),  # no name left once versions go
+        (("lookup", ""), ("x.lookup", ""), True),  # the same name and nothing to tell them apart
+    ],
+)
+def test_same_tool_without_vectors(a: tuple[str, str], b: tuple[str, str], same: bool) -> None:
+    ca, cb = Candidate(a[0], a[0], a[1]), Candidate(b[0], b[0], b[1])
+    assert same_tool(ca, cb) is same and same_tool(cb, ca) is same
+    assert same_tool(ca, ca)
+    assert variant_key("mcp__files__Read_File_v2") == ("read", "file")
 
 
 # -- servers ------------------------------------------------------------------------------

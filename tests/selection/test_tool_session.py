@@ -13,6 +13,7 @@ from shortlist._events import Event
 from shortlist._types import Candidate, Query, Selection
 from shortlist.errors import ConfigError
 from shortlist.offer import OfferState, Prices, ToolSession, decide_offer, search_tools
+from shortlist.offer._policies import without_variants
 from shortlist.offer._search import SEARCH_TOOL_NAME, ToolSearched
 from shortlist.offer._state import MAX_STATE_COUNT, OfferChanged
 from shortlist.selection._base import FunctionSelector, Selector
@@ -109,7 +110,10 @@ def test_no_prefetch_stays_no_prefetch_before_the_first_call() -> None:
 #: Six tools scored alike, the 2nd and the 4th with long definitions (a long description: over 300
 #: estimated tokens each, over both limits), the others short.
 _LONG = "Look up an order by its id and return every field of it, line items and history included. " * 16
-SIZED = tuple(Candidate(f"order_{i}", description=_LONG if i in (1, 3) else "look up an order") for i in range(6))
+#: six distinct tools (their names differ in a word: ``order_1`` and ``order_3`` would be versions of one)
+SIZED = tuple(
+    Candidate(f"order_{i}", f"order_{'abcdef'[i]}", _LONG if i in (1, 3) else "look up an order") for i in range(6)
+)
 
 
 def test_the_deep_slots_leave_long_definitions_to_a_search() -> None:
@@ -476,6 +480,35 @@ def test_a_hosts_mcp_tools_are_ranked_by_the_offer_not_pinned() -> None:
     live = sl.for_tools()
     assert live is sl.for_tools() and live.policy == sl.tool_policy() and live._enriched is sl._enriched
     assert live.for_tools() is live and sl.derive(kind="tool").for_tools() is not live
+
+
+def test_neither_a_search_nor_the_prefetch_brings_a_variant_of_what_the_model_has() -> None:
+    """Another server's ``read_file`` adds nothing to the one the model can call: a search pages past it
+    and the prefetch leaves it out; a same-named tool that does something else is still found."""
+    catalog = (
+        Candidate("mcp__files__read_file", description="read the contents of a file"),
+        Candidate("mcp__desktop__read_file", description="read the contents of a file or a url"),
+        Candidate("mcp__files__write_file", description="write the contents of a file"),
+        Candidate("mcp__bio__search", description="search the medical papers of a file"),
+        Candidate("mcp__news__search", description="search the news stories"),
+    )
+    sl = Shortlist(catalog, selector=FunctionSelector(by_words))
+    s = ToolSession(sl, policy="deferred", k=1, search_k=1, prefetch=0)
+    assert s.offer("write the contents").available == ()
+    assert [c.id for c in s.search("read the contents of a file or a url")] == ["mcp__desktop__read_file"]
+    found = [c.id for c in s.search("read the contents of a file")]
+    assert found == ["mcp__files__write_file"]  # not files' read_file, though it shares more words
+    assert [c.id for c in s.search("search the news stories")] == ["mcp__news__search"]
+    assert [c.id for c in s.search("search the medical papers")] == ["mcp__bio__search"]  # another tool
+    assert without_variants(catalog, ()) == catalog
+
+    # the prefetch: a variant of a loaded tool is left out; a loaded tool of another name leaves it in
+    def prefetched(loaded: str) -> tuple[str, ...]:
+        state = OfferState(loaded=(loaded,), turns=1)
+        return decide_offer(sl, state, "read the contents of a file", policy="deferred", k=1, prefetch=2).prefetched
+
+    assert "mcp__files__read_file" not in prefetched("mcp__desktop__read_file")
+    assert "mcp__files__read_file" in prefetched("mcp__files__write_file")
 
 
 def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:

@@ -28,6 +28,7 @@ from shortlist._types import Candidate, Query, TurnSelection, candidate_group
 from shortlist.errors import ConfigError
 from shortlist.offer._prices import ROUND_TRIP_TOKENS, Prices, widened
 from shortlist.offer._state import Offer, OfferChanged, OfferState, binding_hooks, bump, repaired
+from shortlist.rankers._scale import same_tool, variant_key
 from shortlist.selection._cousage import CoUsage
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ __all__ = [
     "groups_of",
     "suite_reranked",
     "without_long",
+    "without_variants",
 ]
 
 OfferPolicy = Literal["per_turn", "stable", "deferred"]
@@ -241,7 +243,9 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
                 where="prefetch",
                 hooks=binding_hooks(t.shortlist, t.hooks),
             )
-            prefetched = tuple(i for i in ranked if i not in available)
+            have = [t.by_id[i] for i in available if i in t.by_id]
+            fresh = {c.id for c in without_variants([t.by_id[i] for i in ranked if i not in available], have)}
+            prefetched = tuple(i for i in ranked if i in fresh)
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
                 companions = tuple(i for i in o.co_usage.companions(ranked, exclude=exclude) if i in t.by_id)
@@ -296,6 +300,19 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
     while n < min(o.prefetch_max, len(order)) and scores[order[n]] >= top - o.prefetch_flat:
         n += 1
     return order[:n]
+
+
+def without_variants(candidates: Sequence[Candidate], have: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    """``candidates`` without the variants of a tool the model already has
+    (:func:`~shortlist.rankers._scale.same_tool`: the same name, versions aside, and half the description
+    words): another server's ``read_file`` adds nothing to the one it can call, and in a catalog of many
+    servers its variants are what a search or a prefetch would otherwise fill its slots with."""
+    if not have:
+        return tuple(candidates)
+    by_key: dict[tuple[str, ...], list[Candidate]] = {}
+    for h in have:
+        by_key.setdefault(variant_key(h.name), []).append(h)
+    return tuple(c for c in candidates if not any(same_tool(c, h) for h in by_key.get(variant_key(c.name), ())))
 
 
 def without_long(

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from shortlist._events import Event, EventHook, emit
 from shortlist._types import Candidate, Query, TurnSelection, candidate_group
 from shortlist.errors import ConfigError
-from shortlist.offer._policies import RERANK_DEPTH, OfferPolicy, check_policy, groups_of, suite_reranked, without_long
+from shortlist.offer._policies import (
+    RERANK_DEPTH,
+    OfferPolicy,
+    check_policy,
+    groups_of,
+    suite_reranked,
+    without_long,
+    without_variants,
+)
 from shortlist.offer._prices import Prices, widened
 from shortlist.offer._state import OfferChanged, OfferState, binding_hooks, bump, repaired
 from shortlist.selection._cousage import CoUsage
@@ -173,7 +181,9 @@ def search_tools(
     by_id = {c.id: c for c in catalog}
     state = repaired(shortlist, state, by_id.keys(), hooks)
     available = set(state.available)
-    pool = tuple(c for c in catalog if c.id not in available)
+    # what the model cannot call yet, less the variants of what it can (another server's read_file)
+    have = [by_id[i] for i in available if i in by_id]
+    pool = without_variants([c for c in catalog if c.id not in available], have)
     if not pool or not query.strip() or k <= 0:
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)

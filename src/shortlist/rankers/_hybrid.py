@@ -34,9 +34,11 @@ Large catalogs add levers on the fused scores (:mod:`shortlist.rankers._scale`, 
 ``get_weather``/``getWeather``/``Get-Weather``, or cued spaced words and one-word names, ranks first)
 and server evidence (``server_weight`` 0.5, ``server_top`` 3: each tool gains half the mean of its
 server's three best fused scores, so the tools of the servers a request is about rise together; a
-catalog without servers, suites or name prefixes ranks exactly as without it). Options: ``dedupe``
-(variants of one tool take one slot), ``name_vector`` (a tool's cosine is at least a share of its
-name's alone) and ``server_centroid`` (the query's cosine to a server's mean tool).
+catalog without servers, suites or name prefixes ranks exactly as without it) and ``dedupe``
+(same-named variants of one tool, ``read_file`` of two MCP servers, take one slot). Options:
+``dedupe_descriptions`` (tools with the same description are variants too), ``name_vector`` (a
+tool's cosine is at least a share of its name's alone) and ``server_centroid`` (the query's cosine to
+a server's mean tool).
 
 No fused score is calibrated, so abstention is judged on a separate confidence: the embedding
 ranker's cosine of the whole query **as written** (no prefix: the prefix lifts ranking but
@@ -159,9 +161,12 @@ class HybridRanker(Ranker):
         name_match: a tool the query names (any spelling of its name: ``get_weather``,
             ``getWeather``, ``Get-Weather``; spaced words and one-word names only when cued, see
             :mod:`shortlist.rankers._scale`) ranks first, and the ranker does not abstain.
-        dedupe: variants of one tool (the same name but a version, or the same description) take
-            one slot of the top ``k`` (:func:`~shortlist.rankers._scale.demote_duplicates`).
+        dedupe: variants of one tool (the same local name, versions aside, and close descriptions:
+            one tool on two servers) take one slot of the top ``k``
+            (:func:`~shortlist.rankers._scale.demote_duplicates`).
         dedupe_cosine: the description cosine at which two same-named tools are variants.
+        dedupe_descriptions: with ``dedupe``, tools with the same description words whose names
+            share half their words are variants too (off: a dataset may tell them apart).
         server_weight: each tool gains this times its server's score (the mean of the server's
             ``server_top`` best fused scores; server = ``metadata.server``/``suite``/``mcp_server``,
             an ``mcp__server__``/``server__`` prefix or a dotted prefix); 0 is off.
@@ -199,8 +204,9 @@ class HybridRanker(Ranker):
         adapter: QueryAdapter | str | None = None,
         adapter_weight: float = 0.5,
         name_match: bool = True,
-        dedupe: bool = False,
+        dedupe: bool = True,
         dedupe_cosine: float = 0.85,
+        dedupe_descriptions: bool = False,
         server_weight: float = DEFAULT_SERVER_WEIGHT,
         server_top: int = DEFAULT_SERVER_TOP,
         server_centroid: float = 0.0,
@@ -256,6 +262,7 @@ class HybridRanker(Ranker):
         self.name_match = bool(name_match)
         self.dedupe = bool(dedupe)
         self.dedupe_cosine = float(dedupe_cosine)
+        self.dedupe_descriptions = bool(dedupe_descriptions)
         self.server_weight = float(server_weight)
         self.server_top = int(server_top)
         self.server_centroid = float(server_centroid)
@@ -418,7 +425,9 @@ class HybridRanker(Ranker):
             emit(ToolsNamed(ranker=self.name, ids=tuple(candidates[i].id for i in scored.named)))
         if self.dedupe and scored.names is not None:
             before = order[:k]
-            order = demote_duplicates(order, scored.names, scored.desc, cosine=self.dedupe_cosine)[0][:k]
+            order = demote_duplicates(
+                order, scored.names, scored.desc, cosine=self.dedupe_cosine, descriptions=self.dedupe_descriptions
+            )[0][:k]
             kept = set(order)
             displaced = tuple(candidates[i].id for i in before if i not in kept)
             if displaced:

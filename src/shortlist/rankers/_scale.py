@@ -27,10 +27,14 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/_hybr
 * **Near-duplicates** (:func:`demote_duplicates`). Variants of one tool take one slot: within the
   ranking window, each one after the first is moved behind the distinct ones. Two tools are
   variants when their local names are the same words once version tokens (``v2``, ``1``) are
-  dropped and their descriptions' cosine is at least ``cosine`` (0.85), or when their
-  descriptions are the same words and their names share at least half their words. A cosine
+  dropped (:func:`variant_key`: ``read_file`` of two MCP servers, ``search_v2``) and their
+  descriptions' cosine is at least ``cosine`` (0.85); with ``descriptions``, also when their
+  descriptions are the same words and their names share at least half their words (NESTFUL's
+  ``create_event`` and ``create_calendar_event``: two tools a dataset tells apart). A cosine
   alone is not enough: the tools embedder puts distinct tools at 0.99 (``gallon_to_liter`` and
-  ``liter_to_gallon``, ``delete_slide`` and ``insert_blank_slide``).
+  ``liter_to_gallon``, ``delete_slide`` and ``insert_blank_slide``). Without vectors (a search
+  comparing what it found with what the model already has, :func:`same_tool`), the same name and
+  at least half of the description words shared stand for the cosine.
 
 * **Servers** (:func:`group_ids`, :func:`server_scores`). A tool's server, suite or namespace
   (``metadata.server``/``suite``/``mcp_server``, an ``mcp__server__`` or ``server__`` prefix, a
@@ -42,6 +46,7 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/_hybr
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -69,8 +74,10 @@ __all__ = [
     "name_words",
     "named_tools",
     "naming_queries",
+    "same_tool",
     "server_scores",
     "spellings",
+    "variant_key",
     "variants",
 ]
 
@@ -124,6 +131,34 @@ def local_name(identifier: str) -> str:
     if "." in identifier.strip("."):
         return identifier.rsplit(".", 1)[1]
     return identifier
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def variant_key(name: str) -> tuple[str, ...]:
+    """The words that make two tools variants of one (:func:`variants`): ``name``'s local name, version
+    tokens dropped (``mcp__files__read_file_v2`` and ``read_file`` -> ``("read", "file")``)."""
+    return tuple(w for w in name_words(local_name(name)) if not _VERSION.match(w))
+
+
+#: Of two same-named tools' description words, the share (of their union) they must have in common to
+#: be one tool when no vectors compare them (:func:`same_tool`).
+SAME_TOOL_OVERLAP = 0.5
+
+
+def same_tool(a: Candidate, b: Candidate) -> bool:
+    """True when ``a`` and ``b`` are one tool offered twice (two servers, two versions): the same
+    :func:`variant_key` and at least :data:`SAME_TOOL_OVERLAP` of their description words shared.
+
+    The vector-free test of a variant: a search leaves out the variants of what the model already has
+    (:func:`~shortlist.offer._search.search_tools`), whatever ranked them.
+    """
+    if a.id == b.id:
+        return True
+    key = variant_key(a.name)
+    if not key or key != variant_key(b.name):
+        return False
+    wa, wb = set(_WORDS(a.description)), set(_WORDS(b.description))
+    return not (wa or wb) or len(wa & wb) >= SAME_TOOL_OVERLAP * len(wa | wb)
 
 
 def group_ids(candidates: Sequence[Candidate]) -> _IntArray | None:
@@ -228,7 +263,7 @@ class NameIndex:
         locals_: list[tuple[str, ...]] = []
         for i, c in enumerate(cands):
             local = name_words(local_name(c.name))
-            locals_.append(tuple(w for w in local if not _VERSION.match(w)))
+            locals_.append(variant_key(c.name))
             seen: set[str] = set()
             for words in (name_words(c.name), name_words(c.id), local, name_words(local_name(c.id))):
                 key = "".join(words)
@@ -315,11 +350,22 @@ def named_tools(text: str, index: NameIndex) -> dict[int, int]:
     return out
 
 
-def variants(i: int, j: int, index: NameIndex, vectors: npt.NDArray[np.float32] | None, cosine: float = 0.85) -> bool:
-    """True when candidates ``i`` and ``j`` are variants of one tool (see the module docstring)."""
+def variants(
+    i: int,
+    j: int,
+    index: NameIndex,
+    vectors: npt.NDArray[np.float32] | None,
+    cosine: float = 0.85,
+    *,
+    descriptions: bool = True,
+) -> bool:
+    """True when candidates ``i`` and ``j`` are variants of one tool (see the module docstring);
+    ``descriptions``: the same description words with names sharing half their words are too."""
     a, b = index.locals[i], index.locals[j]
     if a and a == b:
         return vectors is None or float(np.dot(vectors[i], vectors[j])) >= cosine
+    if not descriptions:
+        return False
     da, db = index.descriptions[i], index.descriptions[j]
     if not da or da != db:
         return False
@@ -333,17 +379,24 @@ def demote_duplicates(
     vectors: npt.NDArray[np.float32] | None,
     *,
     cosine: float = 0.85,
+    descriptions: bool = True,
 ) -> tuple[list[int], list[int]]:
     """``order`` with each variant of an earlier entry (:func:`variants`) moved behind the distinct entries.
+
+    Without ``descriptions`` only same-named entries are compared (each with those of its name).
 
     Returns:
         ``(new order, the demoted entries)``.
     """
     kept: list[int] = []
     demoted: list[int] = []
+    named: dict[tuple[str, ...], list[int]] = {}
     for i in order:
-        dup = any(variants(i, j, index, vectors, cosine) for j in kept)
+        peers = kept if descriptions else named.get(index.locals[i], ())
+        dup = any(variants(i, j, index, vectors, cosine, descriptions=descriptions) for j in peers)
         (demoted if dup else kept).append(i)
+        if not dup and not descriptions:
+            named.setdefault(index.locals[i], []).append(i)
     return kept + demoted, demoted
 
 
