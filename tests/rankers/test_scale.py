@@ -318,6 +318,19 @@ def test_by_default_only_same_named_tools_are_variants() -> None:
         (("get_weather", "Weather of a city."), ("get_forecast", "Weather of a city."), False),
         (("v2", "Same words."), ("v3", "Same words."), False),  # no name left once versions go
         (("lookup", ""), ("x.lookup", ""), True),  # the same name and nothing to tell them apart
+        (  # stems and stopwords aside, the same terms
+            ("a.get_project", "Retrieve details of a project specified by its unique name and version."),
+            (
+                "b.get_project",
+                "Retrieves a specific project's details by matching the provided project name and version.",
+            ),
+            True,
+        ),
+        (
+            ("Dentist.BookAppointment", "Book an appointment at a dentist for a given time and date."),
+            ("Salon.BookAppointment", "Book an appointment at a hair stylist."),
+            False,
+        ),
     ],
 )
 def test_same_tool_without_vectors(a: tuple[str, str], b: tuple[str, str], same: bool) -> None:

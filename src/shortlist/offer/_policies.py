@@ -305,7 +305,7 @@ def _likely(turn: TurnSelection, t: _Turn, o: _Options) -> list[str]:
 def without_variants(candidates: Sequence[Candidate], have: Sequence[Candidate]) -> tuple[Candidate, ...]:
     """``candidates`` without the variants of a tool the model already has
     (:func:`~shortlist.rankers._scale.same_tool`: the same name, versions aside, and half the description
-    words): another server's ``read_file`` adds nothing to the one it can call, and in a catalog of many
+    terms): another server's ``read_file`` adds nothing to the one it can call, and in a catalog of many
     servers its variants are what a search or a prefetch would otherwise fill its slots with."""
     if not have:
         return tuple(candidates)

@@ -34,7 +34,7 @@ Three pure pieces the hybrid ranker applies to its fused scores (``rankers/_hybr
   alone is not enough: the tools embedder puts distinct tools at 0.99 (``gallon_to_liter`` and
   ``liter_to_gallon``, ``delete_slide`` and ``insert_blank_slide``). Without vectors (a search
   comparing what it found with what the model already has, :func:`same_tool`), the same name and
-  at least half of the description words shared stand for the cosine.
+  at least half of the description terms shared stand for the cosine.
 
 * **Servers** (:func:`group_ids`, :func:`server_scores`). A tool's server, suite or namespace
   (``metadata.server``/``suite``/``mcp_server``, an ``mcp__server__`` or ``server__`` prefix, a
@@ -88,6 +88,7 @@ CUES_AFTER = frozenset(
     {"tool", "tools", "command", "commands", "function", "api", "plugin", "endpoint", "action", "method"}
 )
 _WORDS = analyser("tools").words
+_TERMS = analyser("tools").terms  # stemmed, stopwords dropped: "retrieves a project's" -> retriev, project
 _VERSION = re.compile(r"^v?\d+$")
 _STOP = stopword_list("en_plus")
 
@@ -140,14 +141,14 @@ def variant_key(name: str) -> tuple[str, ...]:
     return tuple(w for w in name_words(local_name(name)) if not _VERSION.match(w))
 
 
-#: Of two same-named tools' description words, the share (of their union) they must have in common to
-#: be one tool when no vectors compare them (:func:`same_tool`).
+#: Of two same-named tools' description terms (stemmed, stopwords dropped), the share of their union they
+#: must have in common to be one tool when no vectors compare them (:func:`same_tool`).
 SAME_TOOL_OVERLAP = 0.5
 
 
 def same_tool(a: Candidate, b: Candidate) -> bool:
     """True when ``a`` and ``b`` are one tool offered twice (two servers, two versions): the same
-    :func:`variant_key` and at least :data:`SAME_TOOL_OVERLAP` of their description words shared.
+    :func:`variant_key` and at least :data:`SAME_TOOL_OVERLAP` of their description terms shared.
 
     The vector-free test of a variant: a search leaves out the variants of what the model already has
     (:func:`~shortlist.offer._search.search_tools`), whatever ranked them.
@@ -157,7 +158,7 @@ def same_tool(a: Candidate, b: Candidate) -> bool:
     key = variant_key(a.name)
     if not key or key != variant_key(b.name):
         return False
-    wa, wb = set(_WORDS(a.description)), set(_WORDS(b.description))
+    wa, wb = set(_TERMS(a.description)), set(_TERMS(b.description))
     return not (wa or wb) or len(wa & wb) >= SAME_TOOL_OVERLAP * len(wa | wb)
 
 
