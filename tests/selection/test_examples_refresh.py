@@ -205,6 +205,24 @@ def test_a_write_refreshes_at_once_and_the_next_turn_finds_the_index_built(tmp_p
     assert refreshed.reason == "write" and refreshed.stale_turns == 0 and refreshed.error == ""
 
 
+def test_a_write_refreshes_the_offers_binding_too_which_ranks_the_mcp_tools(tmp_path: Path) -> None:
+    """``POST /v1/feedback`` refreshes the service's binding; its offers narrow with ``for_tools()`` (the
+    ``mcp__`` tool ranked, not pinned): that sibling's next turn finds its own catalog prepared."""
+    from shortlist.offer import OfferState, decide_offer
+
+    store, sel, _events, sl = bound_to_log(tmp_path, "background")
+    offers = sl.for_tools()
+    decide_offer(sl, OfferState(), "weather", policy="per_turn")
+    store.record("sunny in Rome?", used=["get_weather"])
+    assert sl.refresh_examples() is True
+    assert sl._enriched.wait(10) and offers._enriched.wait(10)
+    prepared = sel.prepared[-1]
+    assert [c.id for c in prepared] == [c.id for c in CATALOG]  # the offer's rankable part: mcp__ in it
+    assert examples_of(prepared, "get_weather") == ("rain in Oslo?", "sunny in Rome?")
+    decide_offer(sl, OfferState(), "weather now", policy="per_turn")
+    assert sel.seen[-1] is prepared  # found by identity: the offer's turn builds nothing
+
+
 def test_a_sync_turn_waits_for_the_refresh_under_way_rather_than_build_the_index_twice(tmp_path: Path) -> None:
     store, sel, _, sl = bound_to_log(tmp_path, "sync")
     refresh_held(store, sel, sl)

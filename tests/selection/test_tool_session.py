@@ -478,7 +478,7 @@ def test_a_hosts_mcp_tools_are_ranked_by_the_offer_not_pinned() -> None:
     ]
     # one live sibling per binding, sharing its enriched catalogs; a policy that is already live is its own
     live = sl.for_tools()
-    assert live is sl.for_tools() and live.policy == sl.tool_policy() and live._enriched is sl._enriched
+    assert live is sl.for_tools() and live.policy == sl.tool_policy()
     assert live.for_tools() is live and sl.derive(kind="tool").for_tools() is not live
 
 

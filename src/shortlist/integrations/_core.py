@@ -73,7 +73,7 @@ class ToolNarrower:
     Args:
         shortlist: the binding to narrow with (selector, config, pins); default: a
             :class:`~shortlist.Shortlist` with ``selector``. Tools of MCP servers are narrowed
-            like any tool (:meth:`Shortlist.tool_policy`).
+            like any tool (:meth:`Shortlist.for_tools`).
         selector: the selector when no ``shortlist`` is given (a name, an instance, ``None``
             for no narrowing, or ``DEFAULT``: the config's binding, else the built-in default).
         policy: ``stable`` (default: the tools are decided at the conversation's first user
@@ -124,7 +124,7 @@ class ToolNarrower:
             raise ConfigError("cache_size must be non-negative")
         self._owned = shortlist is None
         base = shortlist if shortlist is not None else Shortlist(selector=selector, on_event=on_event)
-        self.shortlist = base.derive(policy=base.tool_policy())
+        self.shortlist = base.for_tools()  # live MCP tools ranked; one such binding per base, its examples shared
         self.policy: NarrowerPolicy = "stable" if policy == "stable" else "per_turn"
         self.prices = prices or Prices()
         self.horizon = horizon

@@ -208,8 +208,9 @@ class Shortlist:
     def for_tools(self) -> Shortlist:
         """This binding as a conversation's tool offer narrows: under :meth:`tool_policy`.
 
-        Itself when its policy already is that; else a sibling (:meth:`derive`) made once and kept,
-        which shares this binding's enriched catalogs (the same usage examples, refreshed together).
+        Itself when its policy already is that; else a sibling (:meth:`derive`) made once and kept: its
+        turns prepare the selector for what they rank under that policy, and :meth:`refresh_examples`
+        refreshes its examples with this binding's.
         A host's tools named ``mcp__server__tool`` are then ranked like any tool, not pinned, by
         every offer path: :class:`~shortlist.offer.ToolSession`, ``POST /v1/offer``, ``shortlist
         offer`` and the conversation replay of ``shortlist eval``.
@@ -220,7 +221,6 @@ class Shortlist:
         twin = self._live
         if twin is None:
             twin = self.derive(policy=live)
-            twin._enriched = self._enriched
             self._live = twin
         return twin
 
@@ -335,7 +335,13 @@ class Shortlist:
             return False
         kind = kind or self.kind
         fresh = self._logged(self.examples, source, kind)
-        return fresh is not None and self._enriched.refresh(kind, source, fresh)
+        if fresh is None:
+            return False
+        started = self._enriched.refresh(kind, source, fresh)
+        live = self._live  # the offer's sibling (mcp__ tools ranked) has the same log: refreshed with it
+        if live is not None and live._enriched.serves(kind, source):
+            started = live._enriched.refresh(kind, source, fresh) or started
+        return started
 
     def co_usage(self, *, kind: str = "tool") -> CoUsage | None:
         """The tools the bound feedback log's turns used together (None when no log is bound).

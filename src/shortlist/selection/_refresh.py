@@ -151,6 +151,11 @@ class EnrichedCatalogs:
         thread.start()
         return handed
 
+    def serves(self, kind: str, source: Sequence[Candidate]) -> bool:
+        """Whether turns over ``source`` were handed an enrichment here (one is kept for them)."""
+        with self._lock:
+            return self._served.get(source, kind) is not None
+
     def refresh(self, kind: str, source: Sequence[Candidate], fresh: Sequence[Candidate]) -> bool:
         """Prepare ``fresh`` (``source`` with the log's examples now) on a thread, whatever the mode:
         the log was just written to, so the turn that needs the new index should find it built.
