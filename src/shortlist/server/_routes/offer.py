@@ -6,7 +6,8 @@ function of the request (:func:`~shortlist.offer.decide_offer`,
 :func:`~shortlist.offer.search_tools`), so any replica behind a load balancer
 answers the same. A tool's usual companions come from the co-usage of the service's bound
 feedback log (``--examples``), read only. Both routes narrow through the service's :class:`~shortlist.Shortlist`
-(pins, policy, event hooks, breaker-wrapped external selectors), as ``/v1/select`` does.
+(pins, policy, event hooks, breaker-wrapped external selectors), as ``/v1/select`` does, under its
+tool policy (:meth:`~shortlist.Shortlist.for_tools`): a host's ``mcp__`` tools are ranked, not pinned.
 
 A ``state`` that is not an offer state, or that names tools the catalog does not hold (a
 state made for another catalog), answers ``400 invalid_state`` and says which field is wrong.
