@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -480,6 +481,8 @@ def test_a_hosts_mcp_tools_are_ranked_by_the_offer_not_pinned() -> None:
     live = sl.for_tools()
     assert live is sl.for_tools() and live.policy == sl.tool_policy()
     assert live.for_tools() is live and sl.derive(kind="tool").for_tools() is not live
+    sl.policy = replace(sl.policy, on_abstain="pins")  # a replaced policy: the sibling follows it
+    assert sl.for_tools() is not live and sl.for_tools().policy == sl.tool_policy()
 
 
 def test_neither_a_search_nor_the_prefetch_brings_a_variant_of_what_the_model_has() -> None:

@@ -124,7 +124,7 @@ class ToolNarrower:
             raise ConfigError("cache_size must be non-negative")
         self._owned = shortlist is None
         base = shortlist if shortlist is not None else Shortlist(selector=selector, on_event=on_event)
-        self.shortlist = base.for_tools()  # live MCP tools ranked; one such binding per base, its examples shared
+        self.shortlist = base.for_tools()  # live MCP tools ranked; one such binding per base
         self.policy: NarrowerPolicy = "stable" if policy == "stable" else "per_turn"
         self.prices = prices or Prices()
         self.horizon = horizon

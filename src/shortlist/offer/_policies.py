@@ -312,7 +312,12 @@ def without_variants(candidates: Sequence[Candidate], have: Sequence[Candidate])
     by_key: dict[tuple[str, ...], list[Candidate]] = {}
     for h in have:
         by_key.setdefault(variant_key(h.name), []).append(h)
-    return tuple(c for c in candidates if not any(same_tool(c, h) for h in by_key.get(variant_key(c.name), ())))
+    # one dictionary lookup for most candidates (a whole catalog per search): no name they share
+    return tuple(
+        c
+        for c in candidates
+        if (named := by_key.get(variant_key(c.name))) is None or not any(same_tool(c, h) for h in named)
+    )
 
 
 def without_long(

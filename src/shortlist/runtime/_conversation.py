@@ -232,7 +232,7 @@ class Conversation(ToolCalls, ConversationLoop):
         self.config = self.shortlist.config
         self.registry = self.shortlist.registry
         self.policy = self.shortlist.policy
-        self.tool_binding = self.shortlist.for_tools()  # mcp__ tools ranked; the binding's examples shared
+        self.tool_binding = self.shortlist.for_tools()  # live mcp__ tools ranked like any tool
         self.skill_binding = self.shortlist.derive(selector=skills_selector, kind="skill")
         self.session = ToolSession(
             self.tool_binding,

@@ -219,7 +219,7 @@ class Shortlist:
         if live == self.policy:
             return self
         twin = self._live
-        if twin is None:
+        if twin is None or twin.policy != live:  # made again if this binding's policy was replaced
             twin = self.derive(policy=live)
             self._live = twin
         return twin

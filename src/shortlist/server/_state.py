@@ -203,8 +203,9 @@ class ServiceState:
             try:
                 self.shortlist.prepare(self.shortlist.enrich(catalog, kind=kind), kind)
                 # /v1/offer ranks a host's mcp__ tools too: prepare that rankable part when it differs
-                offers, pins = self.shortlist.for_tools(), self.shortlist.policy.pins
-                if kind == "tool" and any(pins.is_pinned(c.id) != offers.policy.pins.is_pinned(c.id) for c in catalog):
+                offers = self.shortlist.for_tools() if kind == "tool" else self.shortlist
+                pins = self.shortlist.policy.pins
+                if any(pins.is_pinned(c.id) != offers.policy.pins.is_pinned(c.id) for c in catalog):
                     offers.prepare(offers.enrich(catalog, kind=kind), kind)
             except Exception as exc:  # a real request falls back and reports it; start-up goes on, not ready
                 error = f"{type(exc).__name__}: {exc}"
