@@ -80,7 +80,7 @@ from shortlist.runtime._tool_calls import ToolCalls, elapsed
 from shortlist.runtime._turn_events import BridgeCallRefused, RuntimeStepFailed, ToolsPrefetched
 from shortlist.selection._base import Selector
 from shortlist.selection._cousage import CoUsage
-from shortlist.selection._facade import DEFAULT, Shortlist
+from shortlist.selection._facade import DEFAULT
 from shortlist.selection._query import last_user_text, message_text
 
 __all__ = [
@@ -104,7 +104,10 @@ class Conversation(ToolCalls, ConversationLoop):
         config: a :class:`RuntimeConfig` or the path of a ``runtime.yaml``.
         tool_selector / skills_selector: a Selector, a name, None, or DEFAULT (the config's
             binding, else the built-in default); bound through one
-            :class:`~shortlist.selection._facade.Shortlist`.
+            :class:`~shortlist.selection._facade.Shortlist`, shared by the pack's conversations
+            that ask for the same selectors (:mod:`shortlist.runtime._bindings`): the second
+            conversation's first turn finds the catalog's indexes built. ``pack.close()`` closes
+            them; a conversation's ``close()`` leaves them to the others.
         selectors: selectors registered in code, by name.
         format: ``"openai"`` (chat completions, any OpenAI-compatible endpoint),
             ``"anthropic"`` (messages) or ``"openai-responses"`` (the Responses API: send it with
@@ -223,17 +226,21 @@ class Conversation(ToolCalls, ConversationLoop):
         self._tools = {t.name: t for t in pack.tools}
         if len(self._tools) != len(pack.tools):
             raise ConfigError(f"pack {pack.id!r} defines a tool name twice")
-        # one binding layer: the facade resolves the selector arguments and the config's bindings
-        self.shortlist = Shortlist(selector=tool_selector, config=config, selectors=selectors, kind="tool")
-        if self.shortlist.examples is None and pack.feedback is not None:
-            # the log the pack records its turns in is the one it ranks with (the config's
-            # ``selection.examples`` wins): each logged message becomes a usage example of what it used
-            self.shortlist.examples = pack.feedback
+        # one binding layer, shared by the pack's conversations: the facade resolves the selector
+        # arguments and the config's bindings once, and its indexes serve every conversation
+        bound = pack.bindings.get(
+            tool_selector=tool_selector,
+            skills_selector=skills_selector,
+            selectors=selectors,
+            config=config,
+            feedback=pack.feedback,
+        )
+        self.shortlist = bound.shortlist
         self.config = self.shortlist.config
         self.registry = self.shortlist.registry
         self.policy = self.shortlist.policy
-        self.tool_binding = self.shortlist.for_tools()  # live mcp__ tools ranked like any tool
-        self.skill_binding = self.shortlist.derive(selector=skills_selector, kind="skill")
+        self.tool_binding = bound.tools  # live mcp__ tools ranked like any tool
+        self.skill_binding = bound.skills
         self.session = ToolSession(
             self.tool_binding,
             policy=policy,
@@ -455,7 +462,6 @@ class Conversation(ToolCalls, ConversationLoop):
         return "", first_request or request, "max_rounds"
 
     # -- closing -------------------------------------------------------------------------------
-    async def _aclose(self) -> None:
-        self.shortlist.close()
+    async def _aclose(self) -> None:  # the selectors are the pack's (Pack.close), shared with its other conversations
         await self.capabilities.aclose()
         await self.model.aclose()

@@ -65,7 +65,10 @@ class ConversationLoop:
         loop.close()
 
     def close(self) -> None:
-        """Close selectors, MCP connections and the model client, and stop the conversation's loop.
+        """Close MCP connections and the model client, and stop the conversation's loop.
+
+        The selectors are the pack's, shared with its other conversations: ``pack.close()``
+        closes them.
 
         Raises:
             RuntimeError: when called from a running event loop (use ``await aclose()`` there).

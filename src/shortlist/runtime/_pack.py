@@ -4,6 +4,7 @@ Re-exported by :mod:`shortlist.runtime._conversation`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from shortlist.errors import ConfigError
 from shortlist.offer._bridge import CALL_TOOL_NAME
 from shortlist.offer._search import SEARCH_TOOL_NAME
+from shortlist.runtime._bindings import PackBindings
 from shortlist.runtime._tools import Tool
 
 if TYPE_CHECKING:
@@ -50,6 +52,10 @@ class Pack:
         feedback: a feedback log; every ``find_tools`` search of the model is recorded there
             (the query, what it found, which of those the model then called), so the
             selector's examples learn the turns the first ranking missed.
+
+    Attributes:
+        bindings: the selector bindings its conversations share (built by the first conversation
+            that asks for them, reused by the next; see :meth:`close`).
     """
 
     id: str = "pack"
@@ -64,6 +70,20 @@ class Pack:
     memory_tools: bool = True
     agent_id: str = ""
     feedback: FeedbackStore | None = None
+    #: the selector bindings its conversations share (:mod:`shortlist.runtime._bindings`)
+    bindings: PackBindings = field(default_factory=PackBindings, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        weakref.finalize(self, self.bindings.close)  # a pack dropped closes what its conversations built
+
+    def close(self) -> None:
+        """Close the selectors its conversations built (external processes, connections).
+
+        Conversations of one pack share their selectors, indexes and enriched catalogs
+        (:mod:`shortlist.runtime._bindings`): a conversation's ``close()`` leaves them for the next
+        one. A conversation started after this builds them again.
+        """
+        self.bindings.close()
 
 
 def check_reserved(tools: Sequence[Tool]) -> None:
