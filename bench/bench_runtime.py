@@ -3,7 +3,10 @@
 500 host tools, 50 skills, a 1,000-document corpus, a memory store and a 200-message
 history (reduced to a budget each turn), with the embedded default selector. The model
 answers at once, so what is timed is narrowing (tools and skills), grounding, reduction
-and request building. Run: ``python bench/bench_runtime.py [--turns 200] [--json]``.
+and request building. Run: ``python bench/bench_runtime.py [--turns 200] [--tools 500]
+[--format openai|anthropic|openai-responses] [--json]``. Under Anthropic and the Responses API the
+``deferred`` offer sends every other catalog tool as a deferred definition with each request, so
+their turns grow with the catalog (``--tools 10000``).
 """
 
 from __future__ import annotations
@@ -140,6 +143,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=1000)
     ap.add_argument("--history", type=int, default=200)
     ap.add_argument("--selector", default=None, help="tool/skill selector (default: the built-in default)")
+    ap.add_argument("--format", default="openai", choices=("openai", "anthropic", "openai-responses"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rng = random.Random(7)
@@ -173,12 +177,18 @@ def main() -> int:
         history = make_history(rng, args.history)
 
         def model(req: dict[str, Any]) -> dict[str, Any]:
+            if args.format == "anthropic":
+                return {"content": [{"type": "text", "text": "ok"}]}
+            if args.format == "openai-responses":
+                return {"output": [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}]}
             return {"role": "assistant", "content": "ok"}
 
         from shortlist.selection._facade import DEFAULT
 
         sel = args.selector or DEFAULT
-        conv = Conversation(pack, model=model, tool_selector=sel, skills_selector=sel, max_tokens=20_000, k=5)
+        conv = Conversation(
+            pack, model=model, format=args.format, tool_selector=sel, skills_selector=sel, max_tokens=20_000, k=5
+        )
         conv.history = list(history)
         conv.send("warm up: build the indexes")
         setup_s = time.perf_counter() - t0
@@ -200,7 +210,7 @@ def main() -> int:
         "setup_s": round(setup_s, 2),
         "overhead_ms": {"p50": pct(overhead, 50), "p99": pct(overhead, 99)},
         "steps_p50_ms": {k: pct(v, 50) for k, v in steps.items()},
-        "config": {k: getattr(args, k) for k in ("tools", "skills", "docs", "history", "selector")},
+        "config": {k: getattr(args, k) for k in ("tools", "skills", "docs", "history", "selector", "format")},
     }
     if args.json:
         sys.stdout.write(json.dumps(out) + "\n")

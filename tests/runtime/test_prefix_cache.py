@@ -393,6 +393,36 @@ def test_prefix_tracker_says_which_tools_and_which_message_changed() -> None:
     assert kept.survived and (kept.cache_miss_reason, kept.detail) == ("", "")
 
 
+def test_prefix_tracker_finds_one_changed_definition_among_many_resent_ones() -> None:
+    """Each request renders its tools anew (equal objects, not the same ones): only a real change breaks."""
+    tracker = PrefixTracker("anthropic")
+
+    def tools(changed: str = "a city") -> list[dict[str, Any]]:
+        return [
+            {
+                "name": f"t{i}",
+                "description": f"tool {i}",
+                "input_schema": {"type": "object", "properties": {"city": {"type": "string", "description": "a city"}}},
+                "defer_loading": True,
+            }
+            for i in range(300)
+        ] + [{"name": "last", "input_schema": {"properties": {"city": {"description": changed}}}}]
+
+    user = {"role": "user", "content": "hi"}
+    tracker.check(_req(tools(), "s", [user]), {})
+    assert tracker.check(_req(tools(), "s", [user]), {}).survived
+    deep = tracker.check(_req(tools("the city"), "s", [user]), {})
+    assert (deep.part, deep.detail) == ("tools", "redefined: last")
+    moved = tools("the city")
+    moved.insert(0, moved.pop())  # the same definitions, another order
+    assert tracker.check(_req(moved, "s", [user]), {}).detail == "tool order changed"
+    fewer = tracker.check(_req(moved[:-1], "s", [user]), {})
+    assert fewer.detail == "removed: t299"
+    assert tracker.check(_req(moved[:-1], "s", [user]), {}).survived
+    gone = tracker.check({"system": "s", "messages": [user]}, {})  # no tools at all
+    assert (gone.part, gone.detail) == ("tools", "removed: " + ", ".join(["last", *(f"t{i}" for i in range(299))]))
+
+
 def test_replacing_the_history_is_reported_as_the_reason() -> None:
     requests: list[dict[str, Any]] = []
     conv = Conversation(Pack(tools=TOOLS), model=_recorder("openai", requests), tool_selector=None)

@@ -199,5 +199,5 @@ def select_mcp_tools(
         elif entry in by_id:
             eligible.append(by_id[entry])
     turn = narrow(selector, query, eligible, mcp_policy(policy), hooks=hooks)
-    expanded = expand_tool_patterns(turn.ids, by_id)
+    expanded = expand_tool_patterns(turn.ids, by_id.keys())
     return MCPToolSelection(turn=turn, tools=tuple(by_id[i] for i in expanded))

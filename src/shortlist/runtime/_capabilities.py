@@ -44,6 +44,8 @@ class Capabilities:
         #: times the MCP servers were started (once per conversation)
         self.mcp_starts = 0
         self._mcp_tools: dict[str, Candidate] = {}
+        # the names :meth:`expand` matches against, for the host tools and MCP tools they were made of
+        self._names: tuple[object, object, frozenset[str]] | None = None
         self._skill_candidates: tuple[Candidate, ...] | None = None
         self._started = False
         self._start_lock = asyncio.Lock()
@@ -92,7 +94,13 @@ class Capabilities:
         One rule for the runtime, the MCP proxy and the service:
         :func:`~shortlist.selection._narrowing.expand_tool_patterns`.
         """
-        return expand_tool_patterns(entries, [*host_tools, *self._mcp_tools])
+        names = self._names
+        if names is None or names[0] is not host_tools or names[1] is not self._mcp_tools:
+            # made once per tool set, not per call: a round expands the block, the loaded tools and
+            # the whole catalog, and a catalog of 10,000 names costs a millisecond to copy
+            names = (host_tools, self._mcp_tools, frozenset([*host_tools, *self._mcp_tools]))
+            self._names = names
+        return expand_tool_patterns(entries, names[2])
 
     def mcp_tool_def(self, name: str) -> ToolDef | None:
         """The definition of an MCP tool by prefixed name, or None."""

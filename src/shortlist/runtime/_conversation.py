@@ -262,6 +262,7 @@ class Conversation(ToolCalls, ConversationLoop):
             f"shortlist-{uuid.uuid4().hex}" if format == "openai-responses" else None
         )
         self._groups = None
+        self._catalog_defs = None
         self.k = k
         self.max_rounds = max_rounds
         self._history = []

@@ -73,6 +73,7 @@ class OfferedTools:
     _history: list[dict[str, Any]]
     _candidates: tuple[Candidate, ...] | None
     _groups: dict[str, str] | None
+    _catalog_defs: tuple[tuple[Candidate, ...], list[ToolDef]] | None
     _counted: tuple[int, int]
     _window_tokens: int
     _searches: dict[str, tuple[str, ...]]
@@ -114,6 +115,15 @@ class OfferedTools:
 
     def _defs(self, entries: Sequence[str]) -> list[ToolDef]:
         return [d for d in (self._def(n) for n in self.capabilities.expand(entries, self._tools)) if d is not None]
+
+    def _all_defs(self) -> list[ToolDef]:
+        """The definitions of every catalog tool, in catalog order: made once per catalog, read every round."""
+        candidates = self._tool_candidates()
+        cached = self._catalog_defs
+        if cached is None or cached[0] is not candidates:
+            cached = (candidates, self._defs([c.id for c in candidates]))
+            self._catalog_defs = cached
+        return cached[1]
 
     def _deferring(self) -> bool:
         # the provider defers: found tools are deferred definitions the history loads
@@ -160,7 +170,7 @@ class OfferedTools:
             if d.name not in seen:
                 seen.add(d.name)
                 prompt.append(d)
-        outside = [d for d in self._defs([c.id for c in self._tool_candidates()]) if d.name not in seen]
+        outside = [d for d in self._all_defs() if d.name not in seen]
         if self.session.policy != "per_turn" and outside:
             prompt.append(FIND_TOOLS)
             seen.add(FIND_TOOLS.name)

@@ -141,13 +141,14 @@ class PrefixTracker:
         self.requests = 0
         #: requests whose cached prefix broke (the first request is not counted)
         self.breaks = 0
-        self._tools: str | None = None
+        self._tools: str | list[tuple[str, str]] | None = None
         self._tool_list: list[tuple[str, str]] = []
+        self._tool_objs: list[Any] = []  # the previous request's tools, as sent
         self._system = ""
         self._messages: list[bytes] = []
         self._signals: dict[str, dict[str, Any]] = {}
 
-    def _parts(self, request: Mapping[str, Any]) -> tuple[str, str, list[bytes]]:
+    def _parts(self, request: Mapping[str, Any]) -> tuple[str, list[bytes]]:
         messages = list(request.get("messages") or request.get("input") or [])
         if self.fmt == "anthropic":
             system: Any = request.get("system")
@@ -155,7 +156,21 @@ class PrefixTracker:
             has_system = bool(messages) and isinstance(messages[0], Mapping) and messages[0].get("role") == "system"
             system = messages[0] if has_system else None
             messages = messages[1:] if has_system else messages
-        return _canonical(request.get("tools")), _canonical(system), [_digest(m) for m in messages]
+        return _canonical(system), [_digest(m) for m in messages]
+
+    def _tool_texts(self, tools: list[Any]) -> list[tuple[str, str]]:
+        """Each tool's name and canonical text; a tool equal (``==``) to the one at its place in the
+        previous request keeps that one's text. A deferred catalog of 10,000 tools is sent with every
+        request, and writing each again cost a request 200 ms; comparing them costs a few. (Equal as
+        Python values: a definition whose only change is between ``1``, ``1.0`` and ``true`` keeps its text.)"""
+        before, texts = self._tool_objs, self._tool_list
+        out: list[tuple[str, str]] = []
+        for i, tool in enumerate(tools):
+            if i < len(before) and (tool is before[i] or tool == before[i]):
+                out.append(texts[i])
+            else:
+                out.append((_tool_name(tool), _canonical(tool)))
+        return out
 
     def _detail(self, part: PrefixPart, tool_list: list[tuple[str, str]], system: str, messages: list[bytes]) -> str:
         if part == "tools":
@@ -178,9 +193,13 @@ class PrefixTracker:
             signals: per part (``tools``, ``system``, ``history``), named values the runtime
                 changes when it changes that part.
         """
-        tools, system, messages = self._parts(request)
+        system, messages = self._parts(request)
         raw_tools = request.get("tools")
-        tool_list = [(_tool_name(t), _canonical(t)) for t in raw_tools] if isinstance(raw_tools, list) else []
+        tools: str | list[tuple[str, str]]
+        if isinstance(raw_tools, list):
+            tool_list = tools = self._tool_texts(raw_tools)
+        else:
+            tool_list, tools = [], _canonical(raw_tools)
         self.requests += 1
         part: PrefixPart | None = None
         if self._tools is None:
@@ -202,5 +221,6 @@ class PrefixTracker:
                 self.breaks += 1
                 emit(PrefixBroken(request=self.requests, part=part, reason=reason, detail=detail))
         self._tools, self._tool_list, self._system, self._messages = tools, tool_list, system, messages
+        self._tool_objs = list(raw_tools) if isinstance(raw_tools, list) else []
         self._signals = {p: dict(v) for p, v in signals.items()}
         return check

@@ -23,6 +23,7 @@ import fnmatch
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -136,16 +137,16 @@ def expand_tool_patterns(entries: Iterable[str], tools: Iterable[str]) -> list[s
 
     A wildcard entry (``mcp__git__*``) becomes every matching tool, as a set (sorted by name); a
     plain entry is kept when it is one of ``tools``. The result keeps the entries' order without
-    duplicates.
+    duplicates. ``tools`` given as a set (a ``frozenset``, a dict's keys) is used as it is: a caller
+    that expands against one large catalog turn after turn keeps its names in one.
     """
-    known = list(dict.fromkeys(tools))
-    known_set = set(known)
+    known = tools if isinstance(tools, AbstractSet) else set(tools)
     out: dict[str, None] = {}
     for entry in entries:
         if is_wildcard(entry):
             for t in sorted(t for t in known if fnmatch.fnmatchcase(t, entry)):
                 out[t] = None
-        elif entry in known_set:
+        elif entry in known:
             out[entry] = None
     return list(out)
 
