@@ -104,7 +104,8 @@ def rank_named_first(fused: Scores, named: Mapping[int, int]) -> tuple[Scores, t
     if not named:
         return fused, ()
     out = np.array(fused, dtype=np.float64)
-    offset = float(out.max() - out.min()) + 1.0
+    finite = out[np.isfinite(out)]  # candidates masked out (-inf) stay out, and set no offset
+    offset = float(finite.max() - finite.min()) + 1.0 if finite.size else 1.0
     for i, length in named.items():
         out[i] = fused[i] + offset * length
     ids = tuple(sorted(named, key=lambda i: -out[i]))
