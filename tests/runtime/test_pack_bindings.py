@@ -55,6 +55,13 @@ def answer(request: Any) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": "ok"}]}
 
 
+def talk(pack: Pack, sel: Selector, text: str) -> Conversation:
+    """A conversation of ``pack`` ranking with ``sel`` (registered by name), after one turn."""
+    conv = Conversation(pack, model=answer, format="anthropic", selectors={"mine": sel}, tool_selector="mine")
+    conv.send(text)
+    return conv
+
+
 def test_a_packs_second_conversation_finds_the_index_built(tmp_path: Path) -> None:
     """A selector the binding builds (the default hybrid, or one the config declares) is built once per
     pack: the second conversation's first turn ranks on the index the first one built."""
@@ -89,9 +96,7 @@ def test_the_default_selector_is_built_once_per_pack() -> None:
 def test_closing_a_conversation_leaves_the_selectors_to_the_next_and_the_pack_closes_them() -> None:
     sel = Counting()
     pack = Pack(tools=TOOLS)
-    conv = Conversation(pack, model=answer, format="anthropic", selectors={"mine": sel}, tool_selector="mine")
-    conv.send("weather in Oslo")
-    conv.close()
+    talk(pack, sel, "weather in Oslo").close()
     assert sel.closed == 0
     later = Conversation(pack, model=answer, format="anthropic", selectors={"mine": sel}, tool_selector="mine")
     assert later.send("weather in Rome").answer == "ok"
@@ -171,10 +176,8 @@ def test_conversations_started_at_once_share_one_binding() -> None:
 def test_a_dropped_pack_closes_what_its_conversations_built() -> None:
     sel = Counting()
     pack = Pack(tools=TOOLS)
-    conv = Conversation(pack, model=answer, format="anthropic", selectors={"mine": sel}, tool_selector="mine")
-    conv.send("weather in Oslo")
-    conv.close()
-    del conv, pack
+    talk(pack, sel, "weather in Oslo").close()
+    del pack
     gc.collect()
     assert sel.closed == 1
 
@@ -190,9 +193,7 @@ def test_candidates_reach_the_shared_selector_unchanged() -> None:
     sel = Seeing()
     pack = Pack(tools=TOOLS)
     for text in ("weather in Oslo", "weather in Rome"):
-        conv = Conversation(pack, model=answer, format="anthropic", selectors={"mine": sel}, tool_selector="mine")
-        conv.send(text)
-        conv.close()
+        talk(pack, sel, text).close()
     assert len(seen) == 2 and seen[0] == seen[1]
     assert sorted(c.id for c in seen[0]) == sorted(t.name for t in TOOLS)
     pack.close()
