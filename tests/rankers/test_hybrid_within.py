@@ -111,3 +111,25 @@ def test_named_tools_rank_first_over_masked_scores() -> None:
 
     out, named = rank_named_first(np.array([1.0, -np.inf, 0.5]), {2: 1})
     assert named == (2,) and np.isfinite(out[2]) and out[2] > out[0] and out[1] == -np.inf
+
+
+def test_bm25_and_embedding_rankers_score_most_of_their_catalog_among_it() -> None:
+    from shortlist.rankers._bm25 import Bm25Ranker
+    from shortlist.rankers._embedding import EmbeddingRanker
+
+    query = Query("weather forecast for a city", k=3)
+    pool = without("get_weather", "cat")
+    positions = [i for i, c in enumerate(CATALOG) if c in pool]
+    bm25 = Bm25Ranker()
+    full = bm25.score(query, CATALOG)
+    builds = bm25.index_builds
+    np.testing.assert_array_equal(bm25.score(query, pool), full[positions])
+    assert bm25.index_builds == builds  # nothing indexed for the pool
+    assert set(bm25.select(query, pool).selected) <= {c.id for c in pool}
+    dense = EmbeddingRanker(embedder=HashEmbedder())
+    cosines = dense.score(query, CATALOG)
+    np.testing.assert_array_equal(dense.score(query, pool), cosines[positions])  # a cosine is its own
+    assert len(dense._catalogs.entries) == 1
+    few = CATALOG[:2]  # a small part is indexed alone
+    bm25.score(query, few)
+    assert bm25.index_builds == builds + 1

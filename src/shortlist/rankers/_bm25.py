@@ -247,7 +247,14 @@ class Bm25Ranker(Ranker):
         n = len(candidates)
         if n == 0:
             return np.zeros(0, dtype=np.float64)
-        index = self._index(candidates)
+        cands = candidates if isinstance(candidates, tuple) else tuple(candidates)
+        held = self._entries.superset(cands)
+        if held is not None:
+            # most of an indexed catalog (a search's pool): scored among it, not indexed again; each
+            # score is the candidate's own, with the catalog's term weights
+            entry, positions = held
+            return self.score(query, entry.candidates)[positions]
+        index = self._index(cands)
         terms = self.analyzer.tokens(query.text)
         scores = index.main.scores(terms, n) if index.main is not None else np.zeros(n, dtype=np.float64)
         if index.examples is not None:

@@ -338,6 +338,10 @@ class EmbeddingRanker(Ranker):
         """Cosine scores, one per candidate (description blended with the nearest examples)."""
         if not candidates:
             return np.zeros(0, dtype=np.float64)
+        held = self._catalogs.superset(tuple(candidates))
+        if held is not None:  # most of an indexed catalog: its cosines, read at their places
+            entry, positions = held
+            return self.score_vector(self.embed_query(query.text), entry)[positions]
         cat = self._catalog(candidates)
         return self.score_vector(self.embed_query(query.text), cat)
 
@@ -397,33 +401,12 @@ class EmbeddingRanker(Ranker):
         return self._catalog(candidates)
 
     def indexed_superset(
-        self, candidates: Sequence[Candidate], *, least: float = 0.5
+        self, candidates: Sequence[Candidate]
     ) -> tuple[tuple[Candidate, ...], npt.NDArray[np.int64]] | None:
-        """A catalog indexed already that holds ``candidates`` in its order, and their positions in it.
-
-        None when ``candidates`` themselves are indexed, or no kept catalog holds them all, in order,
-        the same candidates (identical or equal), and with ``candidates`` at least ``least`` of it (a
-        few candidates of a large catalog are cheaper to index alone than to score among it all).
-        """
-        cands = tuple(candidates)
-        if not cands or self._catalogs.find(cands) is not None:
-            return None
-        for entry in self._catalogs.entries:
-            full = entry.candidates
-            if len(full) <= len(cands) or len(cands) < least * len(full):
-                continue
-            positions = np.empty(len(cands), dtype=np.int64)
-            at = 0
-            for n, c in enumerate(cands):  # both in catalog order: one walk
-                while at < len(full) and full[at] is not c and full[at].id != c.id:
-                    at += 1
-                if at == len(full) or (full[at] is not c and full[at] != c):
-                    break
-                positions[n] = at
-                at += 1
-            else:
-                return full, positions
-        return None
+        """A catalog indexed already that holds ``candidates`` in its order, and their positions in it
+        (:meth:`~shortlist.rankers._recent.RecentIndexes.superset`; None: index them alone)."""
+        held = self._catalogs.superset(tuple(candidates))
+        return None if held is None else (held[0].candidates, held[1])
 
     def warm(self, candidates: Sequence[Candidate]) -> float:
         """Embed ``candidates`` (and their examples) and load the embedder's query path ahead of the first

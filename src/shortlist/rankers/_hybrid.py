@@ -44,7 +44,8 @@ A candidate list that is most of a catalog the ranker has indexed, in its order 
 search ranks the catalog less what the model can call), is scored among that catalog with the rest
 masked out before anything compares candidates: no index is built for it (a search took 786 ms at
 10,000 tools, 18.5 now: ``bench/bench_search.py``) and it ranks as the list alone would, but for
-BM25's term weights, which stay the catalog's (:meth:`EmbeddingRanker.indexed_superset`).
+BM25's term weights, which stay the catalog's (:meth:`~shortlist.rankers._recent.RecentIndexes.superset`;
+the BM25 and embedding rankers alone do the same).
 
 No fused score is calibrated, so abstention is judged on a separate confidence: the embedding
 ranker's cosine of the whole query **as written** (no prefix: the prefix lifts ranking but

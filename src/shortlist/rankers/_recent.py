@@ -19,6 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from shortlist._types import Candidate
 from shortlist.rankers._text import same_but_examples
 
@@ -69,6 +72,34 @@ class RecentIndexes(Generic[E]):
                     finally:
                         self._swap.release()
                 return entry
+        return None
+
+    def superset(self, cands: tuple[Candidate, ...], *, least: float = 0.5) -> tuple[E, npt.NDArray[np.int64]] | None:
+        """An entry of a longer list that holds ``cands`` in its order, and their positions in it.
+
+        None when ``cands`` has an entry of its own, or no entry's list holds them all, in order, as
+        the same candidates (identical or equal), with ``cands`` at least ``least`` of it: a ranker
+        scores such a list among the one it indexed (a ``find_tools`` search's pool is the catalog
+        less what the model can call) instead of indexing it; a few candidates of a large catalog
+        are cheaper to index alone. No lock is waited for.
+        """
+        if not cands or self.find(cands) is not None:
+            return None
+        for entry in self._entries:
+            full = entry.candidates
+            if len(full) <= len(cands) or len(cands) < least * len(full):
+                continue
+            positions = np.empty(len(cands), dtype=np.int64)
+            at = 0
+            for n, c in enumerate(cands):  # both in list order: one walk
+                while at < len(full) and full[at] is not c and full[at].id != c.id:
+                    at += 1
+                if at == len(full) or (full[at] is not c and full[at] != c):
+                    break
+                positions[n] = at
+                at += 1
+            else:
+                return entry, positions
         return None
 
     def get(
