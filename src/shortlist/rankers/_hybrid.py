@@ -121,7 +121,7 @@ class _Scored:
     named: tuple[int, ...] = ()
     desc: Any = None  # the catalog's description vectors (near-duplicates)
     names: NameIndex | None = None
-    # scored among a larger indexed catalog (:meth:`HybridRanker._within`): that catalog, which of it
+    # scored among a larger indexed catalog (:meth:`EmbeddingRanker.indexed_superset`): that catalog, which of it
     # was asked about, and where each asked candidate is in it; every array above indexes that catalog
     space: tuple[Candidate, ...] | None = None
     keep: Any = None

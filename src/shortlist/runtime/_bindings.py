@@ -102,7 +102,8 @@ class PackBindings:
                 shortlist.derive(selector=skills_selector, kind="skill"),
             )
             # the objects the key names by identity stay alive as long as the entry: no id is reused
-            self._bindings[key] = (bound, (tool_selector, skills_selector, selectors, config, feedback))
+            alive = (tool_selector, skills_selector, *(selectors or {}).values(), config, feedback)
+            self._bindings[key] = (bound, alive)
             return bound
 
     def __len__(self) -> int:
