@@ -151,7 +151,7 @@ def test_a_kept_query_model_loads_without_onnx(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_failed_derivation_falls_back_to_the_float_model_with_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(ort: object, model_path: Path, out: Path) -> None:
+    def refused(ort: object, model_path: Path, out: Path, rows: object) -> None:
         raise RuntimeError("quantiser refused the graph")
 
     monkeypatch.setattr(_query_model, "_derive", refused)
@@ -179,7 +179,7 @@ def test_the_query_model_is_derived_once_kept_with_its_record_and_checked(
     assert not [p for p in (cache / "models").iterdir() if p.name.startswith(".") or p.is_dir()]  # no scratch left
     assert not [p for p in Path(tempfile.gettempdir()).glob("shortlist-query-model-*")]
 
-    def never(ort: object, model_path: Path, out: Path) -> None:
+    def never(ort: object, model_path: Path, out: Path, rows: object) -> None:
         raise AssertionError("derived again")
 
     with monkeypatch.context() as m:

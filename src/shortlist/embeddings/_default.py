@@ -340,6 +340,7 @@ class DefaultEmbedder(Embedder):
             self._models_dir(),
             lambda: verify_sha256(model_path, self._model_sha),
             model_name=self.model_name,
+            tokenizer=self._tokenizer,
         )
         if derived is None:
             return None

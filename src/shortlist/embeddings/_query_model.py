@@ -5,18 +5,21 @@ A query is one text, embedded while a user waits; a catalog is thousands, embedd
 (:meth:`~shortlist.embeddings._default.DefaultEmbedder.embed_queries`) runs a copy of the model
 whose matrix products take int8 activations (ONNX Runtime's dynamic quantisation,
 ``MatMulInteger``): about twice as fast on one core (a turn at 10,000 tools 3.1-3.3 / 9.1-9.7 ms
-p50 / p99 instead of 6.5-7.4 / 22-23), vectors at cosine 0.993 (mean; 0.984 at worst) to the float
+p50 / p99 instead of 6.5-7.4 / 22-23), vectors at cosine 0.9965 (mean; 0.992 at worst) to the float
 model's. Catalogs keep the float model, so their vectors, the vector cache and a shared PostgreSQL
-cache are unchanged. It is not
-the default: its rankings are a few thousandths of nDCG and about 1-2% of the conversation cost
-from the float model's, mostly worse (``docs/evaluation.md``, "The int8 query model").
+cache are unchanged. It is not the default: its rankings are a few thousandths of nDCG from the float
+model's (LiveMCPBench 0.006 below), and a conversation costs up to 0.5% more (``docs/evaluation.md``,
+"The int8 query model").
 
 The copy is derived from the verified model file: its ``Cast``/``Mul`` dequantisation folded into
-float weights by ONNX Runtime's basic optimisation, then ``quantize_dynamic`` with 8-bit weights
-per output column, kept to 7 bits (``reduce_range``) so that no product saturates on AVX2 machines
-without VNNI. The result is the same bytes for the same model file and versions; it is kept in the
-cache directory (``models/``, about 23 MB) with a record as the optimised graph is
-(:mod:`shortlist.embeddings._model_graph`), and made again (about 2 s) where there is none.
+float weights by ONNX Runtime's basic optimisation; each matrix product's input smoothed
+(:mod:`shortlist.embeddings._smoothing`: its outlier channels divided down and the weights' rows
+multiplied up, read on a fixed calibration; it halves the int8 model's error); then ``quantize_dynamic``
+with 8-bit weights per output column, kept to 7 bits (``reduce_range``) so that no product saturates on
+AVX2 machines without VNNI. The result is the same bytes for the same model file, calibration and
+versions; it is kept in the cache directory (``models/``, about 23 MB, its name carrying the
+calibration's digest) with a record as the optimised graph is (:mod:`shortlist.embeddings._model_graph`),
+and made again (about 5 s) where there is none.
 
 Deriving needs the ``onnx`` package (the ``int8`` extra): without it, and with no derived model kept,
 :func:`query_model` raises :class:`~shortlist.errors.MissingDependencyError` naming the extra (a
@@ -32,7 +35,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +43,7 @@ from typing import Any, ClassVar
 from shortlist._events import Event, emit
 from shortlist.embeddings._model_files import file_sha256
 from shortlist.embeddings._model_graph import graph_checks, session_options, write_record
+from shortlist.embeddings._smoothing import calibration_inputs, calibration_key, smooth_activations
 from shortlist.errors import MissingDependencyError
 
 __all__ = ["QUERY_PRECISIONS", "QUERY_SESSION_DISABLED_OPTIMIZERS", "QueryModelFallback", "query_model"]
@@ -78,9 +82,10 @@ class _QuietQuantizer(logging.Filter):
         return "onnxruntime" not in record.pathname or "quantization" not in record.pathname
 
 
-def _derive(ort: Any, model_path: Path, out: Path) -> None:
+def _derive(ort: Any, model_path: Path, out: Path, rows: Sequence[Any]) -> None:
     """Write the int8 query model of the ONNX file ``model_path`` to ``out``, in a scratch folder of its own
-    (the folded float model is written beside it).
+    (the folded and the smoothed float models are written beside it); ``rows`` are the calibration's token
+    ids (:func:`~shortlist.embeddings._smoothing.calibration_inputs`).
 
     Raises:
         ImportError: ``onnx`` (which ONNX Runtime's quantiser needs) is not installed.
@@ -93,11 +98,13 @@ def _derive(ort: Any, model_path: Path, out: Path) -> None:
     opts.optimized_model_filepath = str(folded)
     # the basic level folds the weights' dequantisation into float constants, which the quantiser needs
     ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    smoothed = out.with_name("smoothed.onnx")
+    smooth_activations(folded, smoothed, rows)
     quiet = _QuietQuantizer()
     root = logging.getLogger()
     root.addFilter(quiet)
     try:
-        quantize_dynamic(folded, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+        quantize_dynamic(smoothed, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
     finally:
         root.removeFilter(quiet)
 
@@ -129,19 +136,24 @@ def query_model(
     verify_model: Callable[[], None],
     *,
     model_name: str,
+    tokenizer: Any,
 ) -> Path | bytes | None:
     """The int8 query model of ``model_path``: a file kept in ``directory`` or, without one, its bytes.
 
     ``source_sha256`` is the model file's sha256 (the kept file's record; a file derived from
     another model is rejected and made again); ``verify_model`` checks the model file before it is
-    quantised. None when it cannot be derived (a :class:`QueryModelFallback` event says why): the
+    quantised; ``tokenizer`` (the model's) makes the calibration's token ids, whose digest names the
+    kept file too. None when it cannot be derived (a :class:`QueryModelFallback` event says why): the
     caller runs the float model.
 
     Raises:
         MissingDependencyError: ``onnx`` is not installed and no derived model is kept.
     """
-    # the quantiser is ONNX Runtime's: its version names the file (a kept file loads without onnx installed)
-    kept = directory / f"minilm-{source_sha256[:16]}-query-int8-ort{ort.__version__}.onnx" if directory else None
+    rows = calibration_inputs(tokenizer)
+    # the quantiser is ONNX Runtime's: its version names the file (a kept file loads without onnx installed),
+    # as the calibration's digest does (a model smoothed on other texts is another file)
+    name = f"minilm-{source_sha256[:16]}-query-int8-{calibration_key(rows)}-ort{ort.__version__}.onnx"
+    kept = directory / name if directory else None
     if kept is not None and graph_checks(kept, source_sha256):
         return kept
     try:
@@ -162,7 +174,7 @@ def query_model(
         scratch = Path(tempfile.mkdtemp(prefix="shortlist-query-model-", dir=parent))
         try:
             made = scratch / "query-int8.onnx"
-            _derive(ort, model_path, made)
+            _derive(ort, model_path, made, rows)
             if kept is not None and _keep(made, kept, source_sha256, ort.__version__, onnx.__version__):
                 return kept
             return made.read_bytes()
