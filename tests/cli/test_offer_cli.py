@@ -99,8 +99,9 @@ def test_the_text_block_shows_the_search_tool_it_offers() -> None:
 def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
     tmp_path: Path, flag: tuple[str, ...], expected: int
 ) -> None:
-    catalog = tmp_path / "ties.json"  # four tools with the same words: a flat top
-    catalog.write_text(json.dumps([{"name": f"send_{i}", "description": "Send a message."} for i in range(4)]))
+    catalog = tmp_path / "ties.json"  # four tools with the same words: a flat top (names apart by a word, not versions)
+    tools = [{"name": f"send_{w}", "description": "Send a message."} for w in ("a", "b", "c", "d")]
+    catalog.write_text(json.dumps(tools))
     out = offer("send a message", "--catalog", str(catalog), "--prefetch", "1", *flag, "--json")
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)["prefetched"]) == expected

@@ -219,9 +219,9 @@ def test_query_precision_is_recorded() -> None:
 
 def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_path: Path) -> None:
     # four tools with the same words: the ranking's top is flat, so the prefetch widens up to --prefetch-max
-    tools = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message."} for i in range(4)]
+    tools = [{"id": f"send_{w}", "name": f"send_{w}", "description": "Send a message."} for w in ("a", "b", "c", "d")]
     (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
-    turn = {"user": "send a message to bob", "calls": [{"name": "send_0", "arguments": {}}]}
+    turn = {"user": "send a message to bob", "calls": [{"name": "send_a", "arguments": {}}]}
     (tmp_path / "conversations.jsonl").write_text(json.dumps({"cid": "c", "turns": [turn]}) + "\n")
     base = ("--dataset", str(tmp_path), "--selector", "bm25", "--strategies", "deferred", "--json", "--no-progress")
     default, wide, narrow = (

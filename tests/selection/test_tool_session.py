@@ -84,7 +84,8 @@ def test_deferred_prefetches_two_by_default_two_more_before_a_call_and_zero_othe
 
 
 #: Eight tools scored alike: a flat top, so the prefetch loads as deep as its bounds allow.
-TIED = tuple(Candidate(f"send_{i}", description="send a message") for i in range(8))
+#: Eight tools alike but for a word of their names (``send_0`` and ``send_1`` would be versions of one tool).
+TIED = tuple(Candidate(f"send_{w}", description="send a message") for w in "abcdefgh")
 
 
 def tied(q: Query, cands: Sequence[Candidate]) -> Selection:
@@ -95,7 +96,7 @@ def test_before_the_first_call_the_prefetch_loads_more_and_widens_further() -> N
     sl = Shortlist(TIED, selector=FunctionSelector(tied))
     cold = ToolSession(sl, prefetch=1, prefetch_max=2, prefetch_cold=2)
     assert len(cold.offer("send a message").prefetched) == 4  # nothing called: 1 + 2, widened up to 2 + 2
-    warm = ToolSession(sl, prefetch=1, prefetch_max=2, prefetch_cold=2, state=OfferState(called=("send_7",)))
+    warm = ToolSession(sl, prefetch=1, prefetch_max=2, prefetch_cold=2, state=OfferState(called=("send_h",)))
     assert len(warm.offer("send a message").prefetched) == 2  # a call is evidence: 1, widened up to 2
 
 
@@ -511,7 +512,32 @@ def test_neither_a_search_nor_the_prefetch_brings_a_variant_of_what_the_model_ha
         return decide_offer(sl, state, "read the contents of a file", policy="deferred", k=1, prefetch=2).prefetched
 
     assert "mcp__files__read_file" not in prefetched("mcp__desktop__read_file")
-    assert "mcp__files__read_file" in prefetched("mcp__files__write_file")
+    assert "mcp__desktop__read_file" in prefetched("mcp__files__write_file")  # the better-ranked of the two
+
+
+def test_variants_side_by_side_in_a_ranking_take_one_place_in_a_prefetch_and_a_search_page() -> None:
+    """A ranking that does not collapse variants (as BM25 or an exec selector) puts three servers'
+    ``read_file`` first: the prefetch loads one of them (its likely tools, each once) and a search page
+    holds ``k`` distinct tools."""
+    catalog = (
+        Candidate("mcp__files__read_file", description="read the contents of a file"),
+        Candidate("mcp__desktop__read_file", description="read the contents of a file or a url"),
+        Candidate("mcp__cloud__read_file", description="read the contents of a stored file"),
+        Candidate("mcp__files__write_file", description="write the contents of a file"),
+        Candidate("mcp__files__list_files", description="list the files of a folder"),
+        Candidate("mcp__news__search", description="search the news stories"),
+    )
+    sl = Shortlist(catalog, selector=FunctionSelector(by_words))
+    query = "read the contents of a file"
+    ranked = by_words(Query(query), catalog)
+    assert ranked[:3] == ["mcp__cloud__read_file", "mcp__desktop__read_file", "mcp__files__read_file"]
+    offer = decide_offer(sl, OfferState(), query, policy="deferred", k=1, prefetch=3)
+    assert offer.prefetched == ("mcp__cloud__read_file",)
+    s = ToolSession(sl, policy="deferred", k=1, search_k=3, prefetch=0)
+    found = [c.id for c in s.search(query)]
+    assert found == ["mcp__cloud__read_file", "mcp__files__write_file", "mcp__files__list_files"]
+    # a variant is one tool: a page after it still never brings another server's copy
+    assert not {"mcp__files__read_file", "mcp__cloud__read_file"} & {c.id for c in s.search("read a file")}
 
 
 def test_a_catalog_that_lost_a_tool_repairs_the_state_with_an_event() -> None:
@@ -613,11 +639,12 @@ def test_the_first_turn_prefetch_reads_as_deep_as_later_turns_whatever_k() -> No
 
 def test_a_search_finds_the_called_servers_tools_deep_in_the_ranking() -> None:
     """A tool of the server in use ranked 150th by a vague query still takes a slot."""
-    many = tuple(Candidate(f"noise_{i}", description="noise", metadata={"suite": "Noise"}) for i in range(160))
+    words = [a + b for a in "abcdefghijklm" for b in "nopqrstuvwxyz"]  # distinct tools, not versions of one
+    many = tuple(Candidate(f"noise_{w}", description="noise", metadata={"suite": "Noise"}) for w in words[:160])
     scores = {c.id: 1.0 - i / 1000 for i, c in enumerate(many)} | {"fs_cat": 0.5}
     sl = Shortlist((*_SUITES, *many), selector=_Scored(scores))
     found = ToolSession(sl, state=OfferState(turns=1, called=("fs_cd",))).search("what's inside", k=3)
-    assert [c.id for c in found] == ["noise_0", "fs_cat", "noise_1"]
+    assert [c.id for c in found] == ["noise_an", "fs_cat", "noise_ao"]
 
 
 def test_a_state_read_back_has_no_repeated_ids() -> None:

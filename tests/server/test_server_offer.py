@@ -393,8 +393,9 @@ def test_the_answer_says_which_fixed_tools_to_offer(app_factory: Any) -> None:
     assert per_turn["bridge"] is False and per_turn["fixed_tools"] == []  # no search tool either
 
 
-#: Four tools with the same words: every one scores the same for "send a message", a flat top.
-TIES = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message."} for i in range(4)]
+#: Four tools with the same words: every one scores the same for "send a message", a flat top (names that
+#: differ in a word: ``send_0`` and ``send_1`` would be versions of one tool, which takes one place).
+TIES = [{"id": f"send_{w}", "name": f"send_{w}", "description": "Send a message."} for w in ("a", "b", "c", "d")]
 
 
 @pytest.mark.parametrize(
@@ -404,7 +405,7 @@ TIES = [{"id": f"send_{i}", "name": f"send_{i}", "description": "Send a message.
         ({"prefetch_max": 2, "prefetch_cold": 0}, 2),
         ({"prefetch_max": 0, "prefetch_cold": 0}, 1),
         ({"prefetch_max": 1}, 3),  # nothing called yet: 2 more, widened 2 further
-        ({"prefetch_max": 1, "state": {"called": ["send_3"]}}, 1),  # a tool was called: no cold extra
+        ({"prefetch_max": 1, "state": {"called": ["send_d"]}}, 1),  # a tool was called: no cold extra
     ],
 )
 def test_prefetch_max_and_cold_bound_the_widening_of_a_flat_top(
@@ -431,8 +432,8 @@ def test_the_deep_prefetch_slots_leave_long_definitions_unless_told_any_size(app
         )
     for r in (default, any_size, roomy):
         assert r.status_code == 200, r.text
-    assert "send_1" not in default.json()["prefetched"] and len(default.json()["prefetched"]) == 3
-    assert "send_1" in any_size.json()["prefetched"] and len(any_size.json()["prefetched"]) == 4
+    assert "send_b" not in default.json()["prefetched"] and len(default.json()["prefetched"]) == 3
+    assert "send_b" in any_size.json()["prefetched"] and len(any_size.json()["prefetched"]) == 4
     assert roomy.json()["prefetched"] == any_size.json()["prefetched"]
 
 
@@ -446,7 +447,7 @@ def test_a_search_page_leaves_long_definitions_after_its_first_unless_told_any_s
         )
     assert default.status_code == any_size.status_code == 200, default.text + any_size.text
     found = [t["id"] for t in default.json()["tools"]]
-    assert "send_1" not in found and len(found) == 3 and default.json()["state"]["loaded"] == found
+    assert "send_b" not in found and len(found) == 3 and default.json()["state"]["loaded"] == found
     assert sorted(t["id"] for t in any_size.json()["tools"]) == [t["id"] for t in TIES]
 
 

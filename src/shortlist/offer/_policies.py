@@ -49,6 +49,7 @@ __all__ = [
     "check_policy",
     "decide_offer",
     "default_policy",
+    "distinct_tools",
     "groups_of",
     "suite_reranked",
     "without_long",
@@ -244,8 +245,8 @@ def _deferred(t: _Turn, o: _Options) -> _Decision:
                 hooks=binding_hooks(t.shortlist, t.hooks),
             )
             have = [t.by_id[i] for i in available if i in t.by_id]
-            fresh = {c.id for c in without_variants([t.by_id[i] for i in ranked if i not in available], have)}
-            prefetched = tuple(i for i in ranked if i in fresh)
+            new = without_variants([t.by_id[i] for i in ranked if i not in available], have)
+            prefetched = tuple(c.id for c in distinct_tools(new))  # one slot per tool, however many variants
             if o.co_usage is not None:  # tools usually called with the likely ones, never named
                 exclude = available | set(prefetched)
                 companions = tuple(i for i in o.co_usage.companions(ranked, exclude=exclude) if i in t.by_id)
@@ -318,6 +319,21 @@ def without_variants(candidates: Sequence[Candidate], have: Sequence[Candidate])
         for c in candidates
         if (named := by_key.get(variant_key(c.name))) is None or not any(same_tool(c, h) for h in named)
     )
+
+
+def distinct_tools(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    """``candidates`` in order, each tool once: a candidate that is a variant
+    (:func:`~shortlist.rankers._scale.same_tool`) of an earlier one is left out. A ranking that does not
+    collapse variants itself (BM25, the embedding ranker, an exec selector) puts three servers' copies of
+    one ``read_file`` side by side; a prefetch or a search page would spend three slots on one tool."""
+    kept: list[Candidate] = []
+    by_key: dict[tuple[str, ...], list[Candidate]] = {}
+    for c in candidates:
+        named = by_key.setdefault(variant_key(c.name), [])
+        if not any(same_tool(c, k) for k in named):
+            named.append(c)
+            kept.append(c)
+    return tuple(kept)
 
 
 def without_long(

@@ -23,6 +23,7 @@ from shortlist.offer._policies import (
     RERANK_DEPTH,
     OfferPolicy,
     check_policy,
+    distinct_tools,
     groups_of,
     suite_reranked,
     without_long,
@@ -86,6 +87,9 @@ SUITE_SLOTS_DEPTH = 200
 #: 0.2% less at 1,004 tools (no history / 20k of it; 3.7% less with the less obliging model), nothing
 #: changed at 128; 250 lost a turn there and 200 one at 1,004.
 DEFAULT_SEARCH_TOKENS = 300
+#: A search reads its ranking this many pages deep, so that a page of ``k`` distinct tools is left when the
+#: variants of one tool (:func:`~shortlist.offer._policies.distinct_tools`) take a single place.
+VARIANT_PAGES = 3
 #: What a tool's score from a search's ``context`` (the turn's user message) gives up against its
 #: score from the model's query, in the default hybrid's units (docs/evaluation.md, "At scale").
 CONTEXT_PENALTY = 0.05
@@ -187,7 +191,7 @@ def search_tools(
     if not pool or not query.strip() or k <= 0:
         emit(ToolSearched(query=query, found=(), fallback=None), hooks=binding_hooks(shortlist, hooks))
         return ToolSearch((), state)
-    depth = max(k, RERANK_DEPTH) if suite_boost > 0 else k
+    depth = max(k * VARIANT_PAGES, RERANK_DEPTH) if suite_boost > 0 else k * VARIANT_PAGES
     used = groups_of(state.called, by_id) if suite_slots > 0 else set()  # the servers the conversation called
     if used:
         depth = max(depth, SUITE_SLOTS_DEPTH)
@@ -201,9 +205,10 @@ def search_tools(
         # the pool holds none of them)
         order, scores = suite_reranked(turn, by_id, (*state.called, *state.available), suite_boost)
         pinned = [c for c in turn.surfaced if c.id not in scores]
-        found = _with_suite_slots((*(by_id[i] for i in order), *pinned), used, suite_slots, k)
-    elif turn.narrowed:
-        found = _with_suite_slots(turn.surfaced, used, suite_slots, k)
+        ranked = distinct_tools((*(by_id[i] for i in order), *pinned))
+        found = _with_suite_slots(ranked, used, suite_slots, k)
+    elif turn.narrowed:  # a page of distinct tools: three servers' read_file take one place
+        found = _with_suite_slots(distinct_tools(turn.surfaced), used, suite_slots, k)
         scores = turn.scores
     else:  # never flood the history with the whole catalog: a cheap lexical ranking instead
         from shortlist.rankers._lexical import LexicalSelector
