@@ -486,13 +486,19 @@ def test_a_hosts_mcp_tools_are_ranked_by_the_offer_not_pinned() -> None:
     assert sl.for_tools() is not live and sl.for_tools().policy == sl.tool_policy()
 
 
+#: Two servers' ``read_file`` (variants: one tool) and a tool of another name that shares its words.
+READ_FILES = (
+    Candidate("mcp__files__read_file", description="read the contents of a file"),
+    Candidate("mcp__desktop__read_file", description="read the contents of a file or a url"),
+    Candidate("mcp__files__write_file", description="write the contents of a file"),
+)
+
+
 def test_neither_a_search_nor_the_prefetch_brings_a_variant_of_what_the_model_has() -> None:
     """Another server's ``read_file`` adds nothing to the one the model can call: a search pages past it
     and the prefetch leaves it out; a same-named tool that does something else is still found."""
     catalog = (
-        Candidate("mcp__files__read_file", description="read the contents of a file"),
-        Candidate("mcp__desktop__read_file", description="read the contents of a file or a url"),
-        Candidate("mcp__files__write_file", description="write the contents of a file"),
+        *READ_FILES,
         Candidate("mcp__bio__search", description="search the medical papers of a file"),
         Candidate("mcp__news__search", description="search the news stories"),
     )
@@ -520,12 +526,9 @@ def test_variants_side_by_side_in_a_ranking_take_one_place_in_a_prefetch_and_a_s
     ``read_file`` first: the prefetch loads one of them (its likely tools, each once) and a search page
     holds ``k`` distinct tools."""
     catalog = (
-        Candidate("mcp__files__read_file", description="read the contents of a file"),
-        Candidate("mcp__desktop__read_file", description="read the contents of a file or a url"),
+        *READ_FILES,
         Candidate("mcp__cloud__read_file", description="read the contents of a stored file"),
-        Candidate("mcp__files__write_file", description="write the contents of a file"),
         Candidate("mcp__files__list_files", description="list the files of a folder"),
-        Candidate("mcp__news__search", description="search the news stories"),
     )
     sl = Shortlist(catalog, selector=FunctionSelector(by_words))
     query = "read the contents of a file"
