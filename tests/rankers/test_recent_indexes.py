@@ -108,3 +108,21 @@ def test_bm25_scores_while_another_catalog_is_indexed() -> None:
     assert not reader.is_alive() and done[0][0] > 0
     release.set()
     t.join(10)
+
+
+def test_a_superset_answer_is_kept_for_its_list_until_the_entries_change() -> None:
+    # A search hands one pool to several rankers and parts: the walk over the catalog is made once.
+    recent: RecentIndexes[Entry] = RecentIndexes(4)
+    catalog = cands("a", "b", "c", "d")
+    recent.get(catalog, lambda like: Entry(catalog))
+    pool = catalog[1:]
+    first = recent.superset(pool)
+    assert first is not None and first[0].candidates is catalog and list(first[1]) == [1, 2, 3]
+    assert recent.superset(pool) is first  # the same answer, not a second walk
+    assert not first[1].flags.writeable  # handed out again: nobody may change it
+    assert recent.superset(pool, least=0.9) is None  # another question, answered anew
+    assert recent.superset(catalog[2:]) is not first  # another list
+    recent.get(pool, lambda like: Entry(pool))  # the pool is indexed itself now: no superset
+    assert recent.superset(pool) is None
+    recent.clear()
+    assert recent.superset(pool) is None

@@ -325,3 +325,27 @@ def test_event_to_dict_is_every_field_but_the_level() -> None:
         expected = {"name": cls.name, "area": cls.area, **dataclasses.asdict(event)}  # name/area: class constants
         expected.pop("level")
         assert event.to_dict() == expected, cls.__name__
+
+
+def test_the_split_pins_exactly_what_the_policy_pins() -> None:
+    # A search splits a new pool of the catalog each time, by a faster test than is_pinned: the same answer.
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from shortlist.selection._narrowing import _pin_test
+
+    ids = st.text(alphabet="ab_*?[", max_size=8)
+    policies = st.builds(
+        PinPolicy,
+        namespaces=st.tuples(st.text(alphabet="ab_", max_size=3)),
+        always_include=st.sampled_from(((), ("a*",), ("ab",))),
+        pin_wildcards=st.booleans(),
+    )
+
+    @given(policies, st.lists(ids, max_size=20))
+    def same(policy: PinPolicy, names: list[str]) -> None:
+        test = _pin_test(policy)
+        assert [test(i) for i in names] == [policy.is_pinned(i) for i in names]
+
+    same()
+    assert _pin_test(PinPolicy())("mcp__srv__read") and not _pin_test(PinPolicy())("mcpx__read")

@@ -54,6 +54,9 @@ class RecentIndexes(Generic[E]):
         self._entries: tuple[E, ...] = ()
         self._swap = threading.Lock()  # held only to replace the tuple
         self._build = lock if lock is not None else threading.Lock()
+        # the last superset answer, for the list it was asked of and the entries it read: a search hands one
+        # pool to several rankers and parts (the query, the turn's message), each of which asks again
+        self._last_superset: tuple[tuple[Candidate, ...], tuple[E, ...], float, Any] | None = None
 
     @property
     def entries(self) -> tuple[E, ...]:
@@ -83,9 +86,21 @@ class RecentIndexes(Generic[E]):
         less what the model can call) instead of indexing it; a few candidates of a large catalog
         are cheaper to index alone. No lock is waited for.
         """
+        last = self._last_superset
+        entries = self._entries
+        if last is not None and last[0] is cands and last[1] is entries and last[2] == least:
+            answer: tuple[E, npt.NDArray[np.int64]] | None = last[3]
+            return answer
+        answer = self._superset(cands, entries, least)
+        self._last_superset = (cands, entries, least, answer)
+        return answer
+
+    def _superset(
+        self, cands: tuple[Candidate, ...], entries: tuple[E, ...], least: float
+    ) -> tuple[E, npt.NDArray[np.int64]] | None:
         if not cands or self.find(cands) is not None:
             return None
-        for entry in self._entries:
+        for entry in entries:
             full = entry.candidates
             if len(full) <= len(cands) or len(cands) < least * len(full):
                 continue
@@ -99,6 +114,7 @@ class RecentIndexes(Generic[E]):
                 positions[n] = at
                 at += 1
             else:
+                positions.setflags(write=False)  # the answer is kept and handed out again: read-only
                 return entry, positions
         return None
 
@@ -124,3 +140,4 @@ class RecentIndexes(Generic[E]):
         """Forget every entry."""
         with self._swap:
             self._entries = ()
+            self._last_superset = None

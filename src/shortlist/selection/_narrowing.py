@@ -22,7 +22,7 @@ import contextlib
 import fnmatch
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -174,16 +174,28 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
     eligible: list[Candidate] = []
     rankable: list[Candidate] = []
     pinned: list[Candidate] = []
+    is_pinned = _pin_test(pins)
     for c in candidates:
         if c.id in seen:  # the first definition of an id wins
             continue
         seen.add(c.id)
         eligible.append(c)
-        (pinned if pins.is_pinned(c.id) else rankable).append(c)
+        (pinned if is_pinned(c.id) else rankable).append(c)
     split = _Split(tuple(eligible), tuple(rankable), tuple(pinned), {c.id: c for c in rankable})
     if isinstance(candidates, tuple):
         _SPLITS.put(candidates, split, pins)
     return split
+
+
+def _pin_test(pins: PinPolicy) -> Callable[[str], bool]:
+    """``pins.is_pinned``, or the same answer in a few string operations when the policy is namespaces only
+    (no ``always_include``): a search splits a new pool of the whole catalog each time."""
+    if pins.always_include or any("__" in ns for ns in pins.namespaces):
+        return pins.is_pinned
+    prefixes = tuple(f"{ns}__" for ns in pins.namespaces)
+    if not pins.pin_wildcards:
+        return lambda i: i.startswith(prefixes)
+    return lambda i: i.startswith(prefixes) or "*" in i or "?" in i or "[" in i
 
 
 def rankable_part(candidates: Sequence[Candidate], policy: NarrowingPolicy | None = None) -> tuple[Candidate, ...]:
