@@ -135,7 +135,6 @@ def local_name(identifier: str) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-@functools.lru_cache(maxsize=1 << 17)
 def variant_key(name: str) -> tuple[str, ...]:
     """The words that make two tools variants of one (:func:`variants`): ``name``'s local name, version
     tokens dropped (``mcp__files__read_file_v2`` and ``read_file`` -> ``("read", "file")``)."""
