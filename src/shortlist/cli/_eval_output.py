@@ -11,7 +11,7 @@ from typing import Any
 
 from shortlist.cli._eval_progress import log
 
-__all__ = ["conversation_table", "misses_text", "selector_table", "write_report"]
+__all__ = ["conversation_table", "diff_table", "misses_text", "selector_table", "write_report"]
 
 
 def write_report(
@@ -97,17 +97,21 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
             f"simulated model: search query {sim['search_query']}, miss rate {sim['miss_rate']:g}, spurious rate "
             f"{sim['spurious_rate']:g}, seed {sim['seed']}, miss cost {sim['miss_cost']}"
         )
+    spread = report.get("intervals")
     second = [["strategy", "preloaded", "searches/turn", *(f"x oracle @{h:,}" for h in histories)]]
+    if spread:
+        second[0].insert(3, "complete")
     for name, m in report["strategies"].items():
         ratios = m.get("cost_vs_oracle", {})
-        second.append(
-            [
-                name,
-                _fmt(m.get("preloaded")),
-                f"{m['searches_per_turn']:.2f}",
-                *("-" if ratios.get(str(h)) is None else f"{ratios[str(h)]:.2f}x" for h in histories),
-            ]
-        )
+        bounds = m.get("intervals", {})
+        cells = [name, _fmt(m.get("preloaded")), f"{m['searches_per_turn']:.2f}"]
+        if spread:
+            cells.append(_fmt(m["complete_turns"]) + _bounds(bounds.get("complete_turns"), "{:.3f}"))
+        for h in histories:
+            ratio = ratios.get(str(h))
+            within = _bounds(bounds.get("cost_vs_oracle", {}).get(str(h)), "{:.2f}") if spread else ""
+            cells.append("-" if ratio is None else f"{ratio:.2f}x{within}")
+        second.append(cells)
     widths = [max(len(r[i]) for r in second) for i in range(len(second[0]))]
     lines += [
         " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
@@ -117,8 +121,52 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
         "preloaded: share of a turn's tools callable before any search; x oracle: cost / the oracle's\n"
         "(the floor: each turn's tools loaded into the history on first use, nothing else offered)"
     )
+    if spread:
+        lines.append(
+            f"(a-b): {spread['level']:.0%} bootstrap interval over the {report['conversations']:,} conversations "
+            f"({spread['draws']:,} draws, seed {spread['seed']});\n"
+            "two runs, conversation by conversation: shortlist eval diff BEFORE.json AFTER.json"
+        )
     lines += _loads_table(report, histories)
     return "\n".join(lines)
+
+
+def diff_table(result: dict[str, Any]) -> str:
+    """``shortlist eval diff``'s table: each figure before, after, the difference and its interval."""
+    rows = [["figure", "before", "after", "difference", f"{result['level']:.0%} interval", ""]]
+
+    def add(name: str, fig: dict[str, Any]) -> None:
+        pair = fig["interval"]
+        rows.append(
+            [
+                name,
+                f"{fig['before']:.4f}",
+                f"{fig['after']:.4f}",
+                f"{fig['difference']:+.4f}",
+                "-" if pair is None else f"{pair[0]:+.4f} to {pair[1]:+.4f}",
+                "clear" if fig["clear"] else "within noise",
+            ]
+        )
+
+    add("complete turns", result["complete_turns"])
+    for h, fig in result["cost_vs_oracle"].items():
+        add(f"x oracle @{int(h):,}", fig)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"{result['strategy']} over {result['conversations']:,} conversations, after - before"]
+    lines += [
+        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in rows
+    ]
+    lines.append(
+        f"interval: {result['draws']:,} resamples of the conversations (seed {result['seed']}), the same ones from both"
+        " runs; clear: it leaves out zero"
+    )
+    return "\n".join(lines)
+
+
+def _bounds(pair: list[float] | None, form: str) -> str:
+    """`` (low-high)`` of an interval, or nothing when it has none."""
+    return "" if not pair else f" ({form.format(pair[0])}-{form.format(pair[1])})"
 
 
 def _loads_table(report: dict[str, Any], histories: list[int]) -> list[str]:

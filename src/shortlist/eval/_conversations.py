@@ -73,6 +73,7 @@ from shortlist.eval._conversation_cases import (
 from shortlist.eval._conversation_models import MISS_COSTS, SEARCH_QUERIES, CostModel, Simulation
 from shortlist.eval._conversation_models import name_words as name_words  # re-exported: its old home
 from shortlist.eval._datasets import load_tools
+from shortlist.eval._intervals import DRAWS, LEVEL, intervals_of, resamples
 from shortlist.eval._loads import LoadTally
 from shortlist.feedback._store import FeedbackStore, apply_examples
 from shortlist.offer import OfferPolicy, ToolSession
@@ -169,6 +170,9 @@ class _Totals:
     preloaded: float = 0.0
     reductions: int = 0
     loads: LoadTally = field(default_factory=LoadTally)
+    #: each conversation's cost and complete turns, in replay order (for the intervals and ``eval diff``)
+    case_costs: list[float] = field(default_factory=list)
+    case_complete: list[int] = field(default_factory=list)
 
 
 class _Replay:
@@ -222,6 +226,7 @@ class _Replay:
         feedback: FeedbackStore | None = None,
     ) -> None:
         meter = _Meter(self.cost_model, prior)
+        complete_before = totals.complete
         all_ids = tuple(c.id for c in self.catalog)
         oracle = self.strategy == "oracle"
         policy = "deferred" if self.strategy == "bridge" else self.strategy  # the bridge's decisions are deferred's
@@ -329,6 +334,8 @@ class _Replay:
         totals.calls += meter.calls
         totals.cost += meter.cost
         totals.reductions += meter.reductions
+        totals.case_costs.append(meter.cost)
+        totals.case_complete.append(totals.complete - complete_before)
 
 
 def _args(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,8 +397,13 @@ def run_conversation_eval(
         "strategies": {name: {"turn_recall", "complete_turns", "preloaded", "tools_per_turn",
         "tool_tokens_per_turn", "tool_block_changes", "model_calls_per_turn",
         "searches_per_turn", "loads", "cost": {H: cost}, "cost_vs_oracle": {H: ratio}, "by_history":
-        {H: {...}}}}}``; the top-level quality figures are those of the first history size
-        (``by_history`` has each size's), costs are per conversation. ``loads`` (every strategy
+        {H: {...}}, "intervals", "per_conversation"}}, "conversation_ids", "conversation_turns",
+        "intervals"}``; the top-level quality figures are those of the first history size
+        (``by_history`` has each size's), costs are per conversation. ``per_conversation`` holds
+        each conversation's ``complete`` turns and ``cost`` at each history (in the order of
+        ``conversation_ids``); ``intervals`` the bootstrap intervals of ``complete_turns`` and
+        ``cost_vs_oracle`` over the conversations (:mod:`shortlist.eval._intervals`, seeded by the
+        simulation's seed; the report's ``intervals`` says how). ``loads`` (every strategy
         but ``all`` and ``oracle``) says where the prefetched and searched definitions went
         (:class:`~shortlist.eval._loads.LoadTally`). ``cost_vs_oracle`` divides
         by the ``oracle``'s cost (replayed for it even when not among ``strategies``).
@@ -440,6 +452,8 @@ def run_conversation_eval(
         row: dict[str, Any] = {}
         costs: dict[str, float] = {}
         by_history: dict[str, dict[str, float]] = {}
+        case_complete: dict[str, list[int]] = {}
+        case_cost: dict[str, list[float]] = {}
         for i, prior in enumerate(histories):
             totals = _Totals()
             co_usage = CoUsage() if learn else None  # a fresh log per pass: no pass sees another's
@@ -451,6 +465,8 @@ def run_conversation_eval(
                 if feedback is not None:
                     feedback.close()
             costs[str(prior)] = round(totals.cost / len(cases), 1)
+            case_complete[str(prior)] = totals.case_complete
+            case_cost[str(prior)] = [round(c, 1) for c in totals.case_costs]
             t = totals.turns or 1
             by_history[str(prior)] = {
                 "complete_turns": round(totals.complete / t, 4),
@@ -477,11 +493,20 @@ def run_conversation_eval(
                     row["loads"] = totals.loads.to_json(len(cases))
         row["cost"] = costs
         row["by_history"] = by_history  # the decisions of ``stable`` depend on the history's size
+        row["per_conversation"] = {"complete": case_complete, "cost": case_cost}
         return row
 
     rows = {strategy: replay(strategy) for strategy in strategies}
-    floor = rows["oracle"]["cost"] if "oracle" in rows else replay("oracle")["cost"]
+    oracle = rows["oracle"] if "oracle" in rows else replay("oracle")
+    floor = oracle["cost"]
+    report["conversation_ids"] = [c.cid for c in cases]
+    report["conversation_turns"] = turns = [len(c.turns) for c in cases]
+    report["intervals"] = {"level": LEVEL, "draws": DRAWS, "seed": sim.seed, "unit": "conversation"}
+    draws = resamples(len(cases), sim.seed) if cases else None
+    first = str(histories[0])
     for strategy, row in rows.items():
         row["cost_vs_oracle"] = {h: (round(c / floor[h], 4) if floor[h] else None) for h, c in row["cost"].items()}
+        if draws is not None:
+            row["intervals"] = intervals_of(row["per_conversation"], oracle["per_conversation"], turns, draws, first)
         report["strategies"][strategy] = row
     return report

@@ -1,0 +1,156 @@
+"""How far a conversation replay's figures would move on other conversations of the same kind.
+
+A conversation set is a sample. On 100 conversations a lever that moves ``cost_vs_oracle`` by 1% may
+be the sample's noise, and a target missed by 2% may be met by the next sample. So the replay
+(:func:`~shortlist.eval._conversations.run_conversation_eval`) keeps each conversation's figures and
+reads its headline figures again over :data:`DRAWS` resamples of the conversations (drawn with
+replacement, seeded): a percentile bootstrap interval at :data:`LEVEL`. Each figure is a ratio of
+sums over the resample, as the figure itself is over the set (complete turns over turns, a
+strategy's cost over the oracle's), and every strategy and history is read over the same draws.
+
+:func:`diff_reports` compares two replays of the same conversations (before and after a change):
+each draw takes the same conversations from both, so the interval of the difference leaves out
+how hard the conversations are and keeps what the change did. A change is *clear* when that
+interval leaves out zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shortlist.errors import ConfigError
+
+__all__ = ["DRAWS", "LEVEL", "diff_reports", "intervals_of", "resamples"]
+
+#: How many resamples of the conversations an interval is read over.
+DRAWS = 2000
+#: The intervals' coverage.
+LEVEL = 0.95
+
+_Idx = npt.NDArray[np.intp]
+_F64 = npt.NDArray[np.float64]
+
+
+def resamples(n: int, seed: int, draws: int = DRAWS) -> _Idx:
+    """``draws`` rows of ``n`` conversation numbers drawn with replacement (the same for the same seed)."""
+    if n <= 0:
+        raise ConfigError("an interval needs at least one conversation")
+    if draws <= 0:
+        raise ConfigError(f"draws must be positive, not {draws}")
+    return np.random.default_rng(seed).integers(0, n, size=(draws, n), dtype=np.intp)
+
+
+def _ratios(num: Sequence[float], den: Sequence[float], idx: _Idx) -> _F64:
+    """Each draw's ``sum(num) / sum(den)`` over its conversations (NaN where the denominator is 0)."""
+    top = np.asarray(num, dtype=np.float64)[idx].sum(axis=1)
+    bottom = np.asarray(den, dtype=np.float64)[idx].sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(bottom != 0, top / np.where(bottom != 0, bottom, 1.0), np.nan)
+
+
+def _interval(values: _F64, level: float = LEVEL) -> list[float] | None:
+    """The central ``level`` share of the finite draws, rounded as the figures are (None when none is)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return None
+    low, high = np.quantile(finite, [(1 - level) / 2, (1 + level) / 2])
+    return [round(float(low), 4) or 0.0, round(float(high), 4) or 0.0]  # never -0.0
+
+
+def intervals_of(
+    per_conversation: Mapping[str, Any], oracle: Mapping[str, Any], turns: Sequence[int], idx: _Idx, first: str
+) -> dict[str, Any]:
+    """One strategy's intervals: complete turns (at the ``first`` history) and ``cost_vs_oracle`` at each.
+
+    Args:
+        per_conversation: the strategy's ``{"complete": {H: [...]}, "cost": {H: [...]}}``.
+        oracle: the oracle's, of the same conversations.
+        turns: each conversation's turn count.
+        idx: the draws (:func:`resamples`).
+        first: the history the top-level figures are read at.
+    """
+    ratios = {h: _interval(_ratios(costs, oracle["cost"][h], idx)) for h, costs in per_conversation["cost"].items()}
+    return {
+        "complete_turns": _interval(_ratios(per_conversation["complete"][first], turns, idx)),
+        "cost_vs_oracle": ratios,
+    }
+
+
+def _per_conversation(report: Mapping[str, Any], strategy: str, which: str) -> Mapping[str, Any]:
+    rows = report.get("strategies", {})
+    if strategy not in rows:
+        raise ConfigError(f"the {which} report has no {strategy!r} strategy (it has {', '.join(rows) or 'none'})")
+    row = rows[strategy].get("per_conversation")
+    if row is None or "conversation_ids" not in report:
+        raise ConfigError(
+            f"the {which} report has no per-conversation figures: replay it again with "
+            "`shortlist eval --dataset DIR --json` of this version"
+        )
+    return dict(row)
+
+
+def diff_reports(
+    before: Mapping[str, Any], after: Mapping[str, Any], strategy: str = "deferred", *, seed: int = 0
+) -> dict[str, Any]:
+    """How ``strategy`` moved from ``before`` to ``after`` (two ``--json`` replays of the same conversations).
+
+    Returns:
+        ``{"strategy", "conversations", "level", "draws", "seed", "complete_turns": {...},
+        "cost_vs_oracle": {H: {...}}}``; each figure ``{"before", "after", "difference", "interval",
+        "clear"}``: the difference is ``after - before`` over the whole set, its interval the paired
+        draws', and ``clear`` says the interval leaves out zero.
+
+    Raises:
+        ConfigError: a report without per-conversation figures or without the strategy, or two
+            reports of different conversations or with no history size in common.
+    """
+    rows = {which: _per_conversation(r, strategy, which) for which, r in (("before", before), ("after", after))}
+    oracles = {which: _per_conversation(r, "oracle", which) for which, r in (("before", before), ("after", after))}
+    ids = list(before["conversation_ids"])
+    if ids != list(after["conversation_ids"]):
+        other = list(after["conversation_ids"])
+        first = next((f"{a!r} / {b!r}" for a, b in zip(ids, other, strict=False) if a != b), "one is longer")
+        raise ConfigError(
+            f"the two reports replayed different conversations ({len(ids)} and {len(other)}; first difference: "
+            f"{first}); compare replays of the same dataset"
+        )
+    histories = [h for h in rows["before"]["cost"] if h in rows["after"]["cost"]]
+    if not histories:
+        raise ConfigError("the two reports have no history size in common (see --history)")
+    turns = list(before["conversation_turns"])
+    idx = resamples(len(ids), seed)
+
+    def figure(num: str, h: str) -> dict[str, Any]:
+        # complete turns over turns, or the strategy's cost over the oracle's of the same report
+        def values(which: str) -> tuple[list[float], Sequence[float]]:
+            row = rows[which]
+            if num == "complete":
+                return list(row["complete"][h]), turns
+            return list(row["cost"][h]), oracles[which]["cost"][h]
+
+        (b_num, b_den), (a_num, a_den) = values("before"), values("after")
+        whole = np.arange(len(ids), dtype=np.intp)[None, :]
+        b_all, a_all = float(_ratios(b_num, b_den, whole)[0]), float(_ratios(a_num, a_den, whole)[0])
+        spread = _interval(_ratios(a_num, a_den, idx) - _ratios(b_num, b_den, idx))
+        return {
+            "before": round(b_all, 4),
+            "after": round(a_all, 4),
+            "difference": round(a_all - b_all, 4),
+            "interval": spread,
+            "clear": spread is not None and (spread[0] > 0 or spread[1] < 0),
+        }
+
+    first = histories[0] if histories[0] in rows["before"]["complete"] else next(iter(rows["before"]["complete"]))
+    return {
+        "strategy": strategy,
+        "conversations": len(ids),
+        "level": LEVEL,
+        "draws": DRAWS,
+        "seed": seed,
+        "complete_turns": figure("complete", first),
+        "cost_vs_oracle": {h: figure("cost", h) for h in histories},
+    }
