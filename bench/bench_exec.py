@@ -14,7 +14,11 @@ Run::
 Modes: ``in_process`` (the same function called directly), ``worker`` (a persistent worker
 that reads the whole request every turn), ``worker_ref`` (a worker that keeps the candidate
 list it acknowledged with ``candidates_ref``, so an unchanged catalog is not resent),
-``spawn`` (one process per call).
+``spawn`` (one process per call). ``pool`` and ``turn_after``: a conversation's turns and searches
+against the ``worker_ref`` worker, alternately: a ``find_tools`` search ranks a pool, the catalog less
+the 3 tools already loaded (other ones each time), and the next turn the whole catalog again; each
+timed apart (with ``--sizes 10000`` for a large catalog; run it with ``PYTHONPATH`` pointing at
+another checkout's ``src`` for a before/after).
 
 Goals (issue 2): worker − in-process ≤ 1 ms at p50; spawn / worker ≥ 20×.
 """
@@ -138,11 +142,37 @@ def run(sizes: Sequence[int], spawn_runs: int, worker_runs: int, inproc_runs: in
                 row["spawn_over_worker_p50"] = row["spawn"]["p50_ms"] / row["worker"]["p50_ms"]
                 row["worker_ref_minus_in_process_p50_ms"] = row["worker_ref"]["p50_ms"] - row["in_process"]["p50_ms"]
                 row["spawn_over_worker_ref_p50"] = row["spawn"]["p50_ms"] / row["worker_ref"]["p50_ms"]
+                row["pool"], row["turn_after"] = searches(worker_ref, query, cands, max(20, worker_runs // 10))
                 results["sizes"][str(n)] = row
         finally:
             worker.close()
             worker_ref.close()
     return results
+
+
+def searches(sel: Selector, query: Query, cands: list[Candidate], runs: int) -> tuple[dict[str, float], ...]:
+    """Alternate a search's pool (the catalog less 3 loaded tools) and the next turn's whole catalog."""
+    n = len(cands)
+    pool_ms, turn_ms = np.empty(runs), np.empty(runs)
+    for i in range(-3, runs):
+        loaded = {(7 * i) % n, (7 * i + 3) % n, (11 * i + 5) % n}
+        pool = [c for j, c in enumerate(cands) if j not in loaded]
+        start = time.perf_counter()
+        sel.select(query, pool)
+        middle = time.perf_counter()
+        sel.select(query, cands)
+        end = time.perf_counter()
+        if i >= 0:
+            pool_ms[i], turn_ms[i] = (middle - start) * 1000, (end - middle) * 1000
+    return tuple(
+        {
+            "p50_ms": float(np.percentile(v, 50)),
+            "p99_ms": float(np.percentile(v, 99)),
+            "mean_ms": float(v.mean()),
+            "runs": runs,
+        }
+        for v in (pool_ms, turn_ms)
+    )
 
 
 def render(results: dict[str, Any]) -> str:
@@ -153,7 +183,7 @@ def render(results: dict[str, Any]) -> str:
         f"{'candidates':>10}  {'mode':<12}{'p50 ms':>9}{'p99 ms':>9}{'runs':>7}",
     ]
     for n, row in results["sizes"].items():
-        for mode in ("in_process", "worker", "worker_ref", "spawn"):
+        for mode in ("in_process", "worker", "worker_ref", "spawn", "pool", "turn_after"):
             m = row[mode]
             lines.append(f"{n:>10}  {mode:<12}{m['p50_ms']:>9.3f}{m['p99_ms']:>9.3f}{m['runs']:>7}")
         lines.append(

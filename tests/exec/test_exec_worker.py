@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 from exec_helpers import BEHAVE, PYTHON, RERANK, process_gone
@@ -14,7 +15,10 @@ from shortlist._events import Event
 from shortlist._types import Candidate, Query
 from shortlist.errors import SelectorProcessError, SelectorProtocolError, SelectorTimeout
 from shortlist.exec._events import ExecKilled, ExecNotAWorker, ExecSpawned, ExecWorkerRestarted
-from shortlist.rankers._exec_client import ExecSelector
+from shortlist.offer import ToolSession
+from shortlist.offer._search import VARIANT_PAGES
+from shortlist.rankers._exec_client import SUBSET_SLACK, ExecSelector, left_out_of
+from shortlist.selection._facade import Shortlist
 from shortlist.selection._narrowing import narrow
 
 pytestmark = pytest.mark.slow  # exec worker processes
@@ -122,6 +126,64 @@ def test_unchanged_candidates_are_sent_once_to_a_worker_that_keeps_them() -> Non
         reasons = [sel.select(Query("q", k=1), cands).reason for cands in (CANDS, CANDS, CANDS, other, other, CANDS)]
         assert reasons == ["full", "ref", "ref", "full", "ref", "full"]
         assert sel.select(Query("q", k=2), other).selected == ("x", "y")
+
+
+def test_a_search_pool_goes_as_the_acknowledged_catalog_asked_deeper() -> None:
+    catalog = [Candidate(f"t{i}") for i in range(100)]
+    loaded = {"t0", "t2", "t5"}
+    pool = [c for c in catalog if c.id not in loaded]  # what find_tools ranks: the catalog less the loaded
+    with worker("worker_ref") as sel:
+        assert sel.select(Query("q", k=4), catalog).reason == "full"
+        found = sel.select(Query("q", k=4), pool)
+        assert found.reason == "ref" and found.selected == ("t1", "t3", "t4", "t6")  # the pool's first 4
+        assert sel.select(Query("q", k=0), pool).selected == tuple(c.id for c in pool)  # k 0: all it chose
+        # still the catalog's list: the turn after a search is not resent either
+        assert sel.select(Query("q", k=2), catalog).reason == "ref"
+        # not a small subset of the acknowledged list, in its order, of the same objects: sent in full
+        too_many = catalog[: 100 - SUBSET_SLACK - 1]
+        reordered = [catalog[1], catalog[0], *catalog[3:]]
+        copies = [Candidate(c.id) for c in pool]
+        for other in (too_many, reordered, copies):
+            assert sel.select(Query("q", k=3), other).reason == "full"
+            assert sel.select(Query("q", k=3), catalog).reason == "full"  # acknowledged again
+
+
+def test_a_conversations_searches_reach_the_worker_as_the_catalogs_ref(tmp_path: Path) -> None:
+    log = tmp_path / "requests.log"
+    firsts = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    seconds = ["india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
+    catalog = [Candidate(f"{a}_{b}", description=f"does {a} with {b}") for a in firsts for b in seconds]
+    sel = ExecSelector("w", PYTHON, [BEHAVE, "worker_ref"], worker=True, timeout_ms=3000, env=[f"BEHAVE_LOG={log}"])
+    with sel:
+        session = ToolSession(Shortlist(catalog, selector=sel), k=3, prefetch=2)
+        offer = session.offer("do alpha with juliet")
+        found = session.search("bravo with kilo")
+        session.offer("and charlie with lima")
+    assert offer.prefetched and len(found) == 5  # search_k
+    assert not {c.id for c in found} & set(offer.prefetched)  # the pool: the catalog less what was loaded
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("full 64 k=") and lines[1].startswith("ref 64 k=")  # the pool as the catalog
+    assert lines[1] == f"ref 64 k={5 * VARIANT_PAGES + len(offer.prefetched)}"  # a search's depth + the loaded
+    assert all(line.startswith("ref 64") for line in lines[1:]), lines  # the search and the next turn
+
+
+def test_a_pool_whose_answer_was_all_left_out_is_asked_again_as_it_is() -> None:
+    catalog = [Candidate(f"t{i}") for i in range(10)]
+    with worker("worker_ref_one") as sel:
+        assert sel.select(Query("q", k=3), catalog).reason == "full k=3"
+        found = sel.select(Query("q", k=3), catalog[2:])  # two left out: asked for 5
+        assert (found.selected, found.reason) == (("t2",), "full k=3")  # it chose t0, so it is asked about the pool
+        assert sel.select(Query("q", k=3), catalog).reason == "full k=3"  # the pool was acknowledged since
+        assert sel.select(Query("q", k=3), catalog[:9]).reason == "ref k=4"  # t9 left out, t0 kept
+
+
+def test_left_out_of_needs_the_same_objects_in_order() -> None:
+    a, b, c = Candidate("a"), Candidate("b"), Candidate("c")
+    assert left_out_of((a, b, c), (a, c)) == frozenset({"b"})
+    assert left_out_of((a, b, c), (b, c)) == frozenset({"a"})
+    assert left_out_of((a, b, c), (a, b)) == frozenset({"c"})
+    for other in ((a, b, c), (c, a), (Candidate("a"), c), (), (a, b, c, Candidate("d"))):
+        assert left_out_of((a, b, c), other) is None, other
 
 
 def test_candidates_are_resent_when_the_worker_forgot_them() -> None:

@@ -13,6 +13,7 @@ observable fallback. Timeouts kill the whole process group.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ from shortlist.exec._sandbox import DirectSandbox, Launch, Sandbox, build_sandbo
 from shortlist.exec._worker import WorkerProcess
 from shortlist.selection._base import Selector
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_MS", "STDERR_TAIL_BYTES", "ExecSelector"]
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_MS", "STDERR_TAIL_BYTES", "SUBSET_SLACK", "ExecSelector"]
 
 #: The timeout used when ``timeout_ms`` is 0 or unset.
 DEFAULT_TIMEOUT_MS = 10_000
@@ -40,6 +41,11 @@ DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 #: How much of the process's stderr errors and events carry (its end).
 STDERR_TAIL_BYTES = 2048
+#: A worker request whose candidates are the acknowledged list less at most this many (in its order:
+#: a ``find_tools`` search's pool is the catalog less the tools already loaded) goes as that list's
+#: ``candidates_ref`` with ``k`` raised by the number left out, and its answer is read back to the
+#: asked candidates: at 10,000 tools a search no longer sends (and the worker no longer parses) 5 MB.
+SUBSET_SLACK = 64
 
 
 class ExecSelector(Selector):
@@ -93,6 +99,7 @@ class ExecSelector(Selector):
         self._restart_reason = ""
         self._last_pid = 0
         self._acked_ref: str | None = None
+        self._acked: Sequence[Candidate] = ()  # the list the worker acknowledged (``_acked_ref``'s)
 
     @classmethod
     def from_config(
@@ -249,7 +256,8 @@ class ExecSelector(Selector):
         self._restart_reason = reason
         self._last_pid = proc.pid
 
-    def _worker_select(self, query: Query, candidates: Sequence[Candidate]) -> Selection:
+    def _worker_select(self, query: Query, candidates: Sequence[Candidate], *, as_asked: bool = False) -> Selection:
+        """One request to the worker; ``as_asked``: send ``candidates`` themselves, never the acknowledged list."""
         started = time.monotonic()
         deadline = started + self.timeout_s
         if not self._lock.acquire(timeout=self.timeout_s):
@@ -260,6 +268,12 @@ class ExecSelector(Selector):
             )
         try:
             proc = self._ensure_worker(started)
+            asked, wanted = candidates, query
+            left_out = None if as_asked or not self._acked_ref else left_out_of(self._acked, candidates)
+            if left_out is not None:  # the acknowledged list stands in for it, asked deeper
+                candidates = self._acked
+                if query.k:
+                    query = dataclasses.replace(query, k=query.k + len(left_out))
             _, ref = encode_candidates(candidates)
             selection, response, elapsed = self._exchange(proc, query, candidates, ref, started, deadline)
             if response.error and self._acked_ref == ref:
@@ -267,10 +281,16 @@ class ExecSelector(Selector):
                 self._acked_ref = None
                 selection, response, elapsed = self._exchange(proc, query, candidates, ref, started, deadline)
             if response.candidates_ref == ref:
-                self._acked_ref = ref
+                self._acked_ref, self._acked = ref, candidates
         finally:
             self._lock.release()
-        return _checked(selection, response, self.name, elapsed, "")
+        selection = _checked(selection, response, self.name, elapsed, "")
+        if left_out:
+            selection = _without(selection, left_out, wanted.k)
+            if not selection.selected and not selection.abstained and response.selected:
+                # everything it chose was left out of the request: ask it about the asked list itself
+                return self._worker_select(wanted, asked, as_asked=True)
+        return selection
 
     def _exchange(
         self,
@@ -353,6 +373,38 @@ def _with_context(exc: SelectorError, elapsed_ms: float, stderr_tail: str) -> Se
     exc.elapsed_ms = elapsed_ms
     exc.stderr_tail = exc.stderr_tail or stderr_tail
     return exc
+
+
+def left_out_of(acked: Sequence[Candidate], candidates: Sequence[Candidate]) -> frozenset[str] | None:
+    """The ids of ``acked`` that ``candidates`` leaves out, when ``candidates`` is ``acked`` in its order less
+    1 to :data:`SUBSET_SLACK` of them (the same objects); else None."""
+    missing = len(acked) - len(candidates)
+    if not 0 < missing <= SUBSET_SLACK or not candidates:
+        return None
+    out: list[str] = []
+    i = 0
+    for c in candidates:
+        while acked[i] is not c:
+            out.append(acked[i].id)
+            i += 1
+            if len(out) > missing:
+                return None
+        i += 1
+    out.extend(a.id for a in acked[i:])
+    return frozenset(out) if len(out) == missing else None
+
+
+def _without(selection: Selection, left_out: frozenset[str], k: int) -> Selection:
+    """``selection`` less the ``left_out`` ids (and their scores), at most ``k`` (0: all)."""
+    keep = [n for n, i in enumerate(selection.selected) if i not in left_out]
+    if k:
+        keep = keep[:k]
+    scores = selection.scores
+    return dataclasses.replace(
+        selection,
+        selected=tuple(selection.selected[n] for n in keep),
+        scores=None if scores is None else tuple(scores[n] for n in keep),
+    )
 
 
 def _checked(selection: Selection, response: WireResponse, name: str, elapsed_ms: float, tail: str) -> Selection:
