@@ -239,3 +239,25 @@ def test_livemcpbench_conversion(tmp_path: Path) -> None:
     servers, squeries = convert("livemcpbench-servers", wheel)
     assert [s["id"] for s in servers] == ["fs", "web"]
     assert squeries[0].gold == ("fs", "web")  # "search" is offered by both servers
+
+
+def test_diff_of_two_selectors_on_the_same_queries(tmp_path: Path) -> None:
+    paths = []
+    for name in ("bm25", "overlap"):
+        out = cli("--dataset", str(TINY), "--selector", name, "--json", "--no-progress")
+        assert out.returncode == 0, out.stderr
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(out.stdout)
+        assert json.loads(out.stdout)["per_query"]["qids"]  # what diff pairs
+    diff = cli("diff", *map(str, paths), "--json")
+    assert diff.returncode == 0, diff.stderr
+    result = json.loads(diff.stdout)
+    assert result["kind"] == "ranking" and result["selector"] == ["bm25", "overlap"]
+    assert set(result) >= {"ndcg@10", "recall@5", "queries"}
+    table = cli("diff", *map(str, paths))
+    assert table.returncode == 0 and "bm25 -> overlap over" in table.stdout and "nDCG@10" in table.stdout
+    compared = tmp_path / "compare.json"
+    out = cli("--dataset", str(TINY), "--compare", "bm25,overlap", "--json", "--no-progress")
+    compared.write_text(out.stdout)
+    refused = cli("diff", str(compared), str(paths[0]))
+    assert refused.returncode == 2 and "several selectors" in refused.stderr and "Traceback" not in refused.stderr

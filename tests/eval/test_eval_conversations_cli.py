@@ -283,7 +283,7 @@ def test_diff_compares_two_saved_replays_and_refuses_what_it_cannot_read(tmp_pat
     for args, message in [
         ((str(one), str(tmp_path / "missing.json")), "cannot read"),
         ((str(one), str(tmp_path / "bad.json")), "is not JSON (line 1)"),
-        ((str(tmp_path / "list.json"), str(one)), "is not a conversation replay"),
+        ((str(tmp_path / "list.json"), str(one)), "is not a `shortlist eval --dataset DIR --json` report"),
         ((str(one), str(two), "--strategy", "sometimes"), "no 'sometimes' strategy"),
     ]:
         out = cli("diff", *args)

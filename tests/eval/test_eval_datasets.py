@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -164,3 +165,23 @@ def test_missing_directory_or_file(tmp_path: Path) -> None:
     (tmp_path / "only_tools" / "tools.jsonl").write_text(GOOD_TOOL)
     with pytest.raises(CatalogError, match=r"queries\.jsonl: no such file"):
         load_dataset(tmp_path / "only_tools")
+
+
+def test_each_query_adds_up_to_the_report_and_the_intervals_hold_it() -> None:
+    rep = run_eval(Bm25Ranker(), load_dataset(TINY), progress=False)
+    per = rep["per_query"]
+    assert len(per["qids"]) == len(per["ndcg@10"]) == len(per["recall@5"]) == rep["queries_with_gold"]
+    for metric in ("ndcg@10", "recall@5"):
+        assert sum(per[metric]) / len(per[metric]) == pytest.approx(rep[metric], abs=1e-4)
+        low, high = rep["intervals"][metric]
+        assert 0.0 <= low <= rep[metric] <= high <= 1.0
+    assert {k: rep["intervals"][k] for k in ("level", "draws", "seed", "unit")} == {
+        "level": 0.95,
+        "draws": 2000,
+        "seed": 0,
+        "unit": "query",
+    }
+    dataset = load_dataset(TINY)
+    no_tool = dataclasses.replace(dataset, queries=tuple(q for q in dataset.queries if not q.gold))
+    empty = run_eval(Bm25Ranker(), no_tool, progress=False)  # nothing to resample
+    assert empty["per_query"]["qids"] == [] and empty["intervals"]["ndcg@10"] is None

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shortlist.errors import ConfigError
-from shortlist.eval._intervals import DRAWS, diff_reports, intervals_of, resamples
+from shortlist.eval._intervals import DRAWS, diff_reports, intervals_of, ranking_intervals, resamples
 
 
 def report(costs: list[float], oracle: list[float], complete: list[int], turns: list[int]) -> dict[str, Any]:
@@ -121,3 +121,37 @@ def test_reports_that_cannot_be_compared_are_refused_with_the_reason() -> None:
         row["per_conversation"]["cost"] = {"20000": row["per_conversation"]["cost"]["0"]}
     with pytest.raises(ConfigError, match="no history size in common"):
         diff_reports(base, elsewhere)
+
+
+def ranking(values: list[float], qids: list[str] | None = None, selector: str = "hybrid") -> dict[str, Any]:
+    """A tool-retrieval run's JSON, reduced to what ``diff`` reads (Recall@5 the same as nDCG@10)."""
+    qids = qids or [f"q{i}" for i in range(len(values))]
+    return {"selector": selector, "per_query": {"qids": qids, "ndcg@10": values, "recall@5": values}}
+
+
+def test_two_rankings_are_compared_query_by_query() -> None:
+    rng = np.random.default_rng(1)
+    before = rng.uniform(0, 1, 200).round(4).tolist()
+    better = [min(1.0, v + 0.02) for v in before]  # every query a little better
+    diff = diff_reports(ranking(before), ranking(better, selector="bm25"))
+    assert diff["kind"] == "ranking" and diff["selector"] == ["hybrid", "bm25"] and diff["queries"] == 200
+    fig = diff["ndcg@10"]
+    assert fig["clear"] and fig["interval"][0] > 0 and 0.015 < fig["difference"] <= 0.02
+    shuffled = diff_reports(ranking(before), ranking(before[::-1]))["recall@5"]  # the same values moved around
+    assert shuffled["difference"] == 0.0 and not shuffled["clear"]
+    own = ranking_intervals(ranking(before)["per_query"])
+    assert own["ndcg@10"][0] < fig["before"] < own["ndcg@10"][1] and own["unit"] == "query"
+    assert ranking_intervals({"qids": [], "ndcg@10": [], "recall@5": []})["recall@5"] is None
+
+
+def test_rankings_that_cannot_be_compared_are_refused() -> None:
+    base = ranking([0.5, 1.0])
+    with pytest.raises(ConfigError, match="different queries"):
+        diff_reports(base, ranking([0.5, 1.0], ["q0", "q9"]))
+    with pytest.raises(ConfigError, match="several selectors"):
+        diff_reports({"compare": {"bm25": base}}, base)
+    with pytest.raises(ConfigError, match="no per-query figures"):
+        diff_reports(base, {"selector": "bm25", "ndcg@10": 0.5})
+    conversation = report([2.0], [1.0], [1], [1])
+    with pytest.raises(ConfigError, match="cannot compare a ranking report with a conversation report"):
+        diff_reports(base, conversation)

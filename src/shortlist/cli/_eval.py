@@ -212,14 +212,17 @@ def register(sub: Any) -> None:
     prep.set_defaults(func=_prepare)
     diff = actions.add_parser(
         "diff",
-        help="compare two conversation replays (--json files) conversation by conversation",
+        help="compare two eval runs (--json files) conversation by conversation, or query by query",
         description="How a strategy's complete turns and cost / the oracle's moved between two `shortlist eval "
-        "--json` replays of the same conversations, with the 95%% bootstrap interval of each difference (the same "
-        "conversations drawn from both). A difference is clear when its interval leaves out zero.",
+        "--json` replays of the same conversations (or nDCG@10 and Recall@5 between two runs of one selector on the "
+        "same queries), with the 95%% bootstrap interval of each difference (the same conversations or queries drawn "
+        "from both). A difference is clear when its interval leaves out zero.",
     )
     diff.add_argument("before", help="the first replay's --json output")
     diff.add_argument("after", help="the second replay's --json output")
-    diff.add_argument("--strategy", default="deferred", help="the strategy to compare (default deferred)")
+    diff.add_argument(
+        "--strategy", default="deferred", help="the strategy of conversation replays to compare (default deferred)"
+    )
     diff.add_argument("--seed", type=int, default=0, help="seeds the resampled conversations (0)")
     diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
     diff.set_defaults(func=_diff)
@@ -245,8 +248,8 @@ def _diff(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path} is not JSON (line {exc.lineno}): save `shortlist eval --json` output") from exc
-        if not isinstance(reports[-1], dict) or "strategies" not in reports[-1]:
-            raise ConfigError(f"{path} is not a conversation replay (`shortlist eval --dataset DIR --json`)")
+        if not isinstance(reports[-1], dict) or not {"strategies", "per_query", "compare"} & set(reports[-1]):
+            raise ConfigError(f"{path} is not a `shortlist eval --dataset DIR --json` report")
     result = diff_reports(reports[0], reports[1], args.strategy, seed=args.seed)
     if args.json:
         write_json(result)

@@ -134,6 +134,7 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
 def diff_table(result: dict[str, Any]) -> str:
     """``shortlist eval diff``'s table: each figure before, after, the difference and its interval."""
     rows = [["figure", "before", "after", "difference", f"{result['level']:.0%} interval", ""]]
+    ranking = result["kind"] == "ranking"
 
     def add(name: str, fig: dict[str, Any]) -> None:
         pair = fig["interval"]
@@ -148,17 +149,26 @@ def diff_table(result: dict[str, Any]) -> str:
             ]
         )
 
-    add("complete turns", result["complete_turns"])
-    for h, fig in result["cost_vs_oracle"].items():
-        add(f"x oracle @{int(h):,}", fig)
+    if ranking:
+        add("nDCG@10", result["ndcg@10"])
+        add("Recall@5", result["recall@5"])
+        before, after = result["selector"]
+        title = f"{before} -> {after} over {result['queries']:,} queries with a tool, after - before"
+        unit = "queries"
+    else:
+        add("complete turns", result["complete_turns"])
+        for h, fig in result["cost_vs_oracle"].items():
+            add(f"x oracle @{int(h):,}", fig)
+        title = f"{result['strategy']} over {result['conversations']:,} conversations, after - before"
+        unit = "conversations"
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [f"{result['strategy']} over {result['conversations']:,} conversations, after - before"]
+    lines = [title]
     lines += [
         " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
         for r in rows
     ]
     lines.append(
-        f"interval: {result['draws']:,} resamples of the conversations (seed {result['seed']}), the same ones from both"
+        f"interval: {result['draws']:,} resamples of the {unit} (seed {result['seed']}), the same ones from both"
         " runs; clear: it leaves out zero"
     )
     return "\n".join(lines)
@@ -268,6 +278,14 @@ def selector_table(reports: dict[str, dict[str, Any]], args: argparse.Namespace)
         ).rstrip()
 
     lines += [line(header), *(line(r) for r in rows), _LEGEND]
+    for name, rep in reports.items():
+        spread = rep.get("intervals") or {}
+        if spread.get("ndcg@10"):
+            lines.append(
+                f"{name}: {spread['level']:.0%} bootstrap interval over its {rep['queries_with_gold']:,} queries with "
+                f"a tool: nDCG {spread['ndcg@10'][0]:.3f}-{spread['ndcg@10'][1]:.3f}, "
+                f"R@5 {spread['recall@5'][0]:.3f}-{spread['recall@5'][1]:.3f}"
+            )
     for name, rep in reports.items():
         curve = rep.get("abstention_curve")
         if curve is None:

@@ -1,4 +1,4 @@
-"""How far a conversation replay's figures would move on other conversations of the same kind.
+"""How far an evaluation's figures would move on other conversations (or queries) of the same kind.
 
 A conversation set is a sample. On 100 conversations a lever that moves ``cost_vs_oracle`` by 1% may
 be the sample's noise, and a target missed by 2% may be met by the next sample. So the replay
@@ -11,7 +11,9 @@ strategy's cost over the oracle's), and every strategy and history is read over 
 :func:`diff_reports` compares two replays of the same conversations (before and after a change):
 each draw takes the same conversations from both, so the interval of the difference leaves out
 how hard the conversations are and keeps what the change did. A change is *clear* when that
-interval leaves out zero.
+interval leaves out zero. A tool-retrieval run (:func:`~shortlist.eval._runner.run_eval`) is read
+the same way over its queries: :func:`ranking_intervals` for nDCG@10 and Recall@5, and
+:func:`diff_reports` pairs two runs' queries.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import numpy.typing as npt
 
 from shortlist.errors import ConfigError
 
-__all__ = ["DRAWS", "LEVEL", "diff_reports", "intervals_of", "resamples"]
+__all__ = ["DRAWS", "LEVEL", "RANKING_METRICS", "diff_reports", "intervals_of", "ranking_intervals", "resamples"]
 
 #: How many resamples of the conversations an interval is read over.
 DRAWS = 2000
 #: The intervals' coverage.
 LEVEL = 0.95
+#: The per-query metrics a tool-retrieval report keeps (``per_query``) and reads intervals of.
+RANKING_METRICS = ("ndcg@10", "recall@5")
 
 _Idx = npt.NDArray[np.intp]
 _F64 = npt.NDArray[np.float64]
@@ -80,6 +84,67 @@ def intervals_of(
     }
 
 
+def ranking_intervals(per_query: Mapping[str, Sequence[float]], seed: int = 0) -> dict[str, Any]:
+    """A tool-retrieval report's ``intervals``: each of :data:`RANKING_METRICS` (a mean over the queries
+    with a gold tool) over :data:`DRAWS` resamples of those queries (None for a metric when there is none)."""
+    out: dict[str, Any] = {"level": LEVEL, "draws": DRAWS, "seed": seed, "unit": "query"}
+    n = len(per_query.get("qids", ()))
+    idx = resamples(n, seed) if n else None
+    for metric in RANKING_METRICS:
+        out[metric] = None if idx is None else _interval(_ratios(per_query[metric], [1.0] * n, idx))
+    return out
+
+
+def _diff_rankings(before: Mapping[str, Any], after: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """:func:`diff_reports` for two tool-retrieval runs: their queries paired."""
+    for which, r in (("before", before), ("after", after)):
+        if "compare" in r:
+            raise ConfigError(f"the {which} report holds several selectors (--compare): diff runs of one --selector")
+        if "per_query" not in r:
+            raise ConfigError(
+                f"the {which} report has no per-query figures: run it again with `shortlist eval --dataset DIR --json` "
+                "of this version"
+            )
+    ids = list(before["per_query"]["qids"])
+    _same(ids, list(after["per_query"]["qids"]), "queries")
+    idx = resamples(len(ids), seed)
+    ones = [1.0] * len(ids)
+    whole = np.arange(len(ids), dtype=np.intp)[None, :]
+    out: dict[str, Any] = {
+        "kind": "ranking",
+        "selector": [before.get("selector"), after.get("selector")],
+        "queries": len(ids),
+        "level": LEVEL,
+        "draws": DRAWS,
+        "seed": seed,
+    }
+    for metric in RANKING_METRICS:
+        b, a = before["per_query"][metric], after["per_query"][metric]
+        means = float(_ratios(b, ones, whole)[0]), float(_ratios(a, ones, whole)[0])
+        out[metric] = _figure(*means, _ratios(a, ones, idx) - _ratios(b, ones, idx))
+    return out
+
+
+def _figure(before: float, after: float, draws: _F64) -> dict[str, Any]:
+    spread = _interval(draws)
+    return {
+        "before": round(before, 4),
+        "after": round(after, 4),
+        "difference": round(after - before, 4),
+        "interval": spread,
+        "clear": spread is not None and (spread[0] > 0 or spread[1] < 0),
+    }
+
+
+def _same(ids: list[Any], other: list[Any], what: str) -> None:
+    if ids != other:
+        first = next((f"{a!r} / {b!r}" for a, b in zip(ids, other, strict=False) if a != b), "one is longer")
+        raise ConfigError(
+            f"the two reports measured different {what} ({len(ids)} and {len(other)}; first difference: "
+            f"{first}); compare runs of the same dataset"
+        )
+
+
 def _per_conversation(report: Mapping[str, Any], strategy: str, which: str) -> Mapping[str, Any]:
     rows = report.get("strategies", {})
     if strategy not in rows:
@@ -96,28 +161,31 @@ def _per_conversation(report: Mapping[str, Any], strategy: str, which: str) -> M
 def diff_reports(
     before: Mapping[str, Any], after: Mapping[str, Any], strategy: str = "deferred", *, seed: int = 0
 ) -> dict[str, Any]:
-    """How ``strategy`` moved from ``before`` to ``after`` (two ``--json`` replays of the same conversations).
+    """How ``strategy`` moved from ``before`` to ``after`` (two ``--json`` replays of the same conversations,
+    or two tool-retrieval runs of the same queries, whose ``strategy`` is not read).
 
     Returns:
-        ``{"strategy", "conversations", "level", "draws", "seed", "complete_turns": {...},
-        "cost_vs_oracle": {H: {...}}}``; each figure ``{"before", "after", "difference", "interval",
-        "clear"}``: the difference is ``after - before`` over the whole set, its interval the paired
-        draws', and ``clear`` says the interval leaves out zero.
+        For conversations ``{"kind": "conversation", "strategy", "conversations", "level", "draws", "seed",
+        "complete_turns": {...}, "cost_vs_oracle": {H: {...}}}``; for tool retrieval ``{"kind": "ranking",
+        "selector": [before's, after's], "queries", "level", "draws", "seed", "ndcg@10": {...},
+        "recall@5": {...}}``. Each figure is ``{"before", "after", "difference", "interval", "clear"}``:
+        the difference is ``after - before`` over the whole set, its interval the paired draws', and
+        ``clear`` says the interval leaves out zero.
 
     Raises:
-        ConfigError: a report without per-conversation figures or without the strategy, or two
-            reports of different conversations or with no history size in common.
+        ConfigError: a report without per-conversation (per-query) figures or without the strategy,
+            two reports of different kinds, of different conversations (queries), or with no history
+            size in common.
     """
+    kinds = ["conversation" if "strategies" in r else "ranking" for r in (before, after)]
+    if kinds[0] != kinds[1]:
+        raise ConfigError(f"cannot compare a {kinds[0]} report with a {kinds[1]} report")
+    if kinds[0] == "ranking":
+        return _diff_rankings(before, after, seed)
     rows = {which: _per_conversation(r, strategy, which) for which, r in (("before", before), ("after", after))}
     oracles = {which: _per_conversation(r, "oracle", which) for which, r in (("before", before), ("after", after))}
     ids = list(before["conversation_ids"])
-    if ids != list(after["conversation_ids"]):
-        other = list(after["conversation_ids"])
-        first = next((f"{a!r} / {b!r}" for a, b in zip(ids, other, strict=False) if a != b), "one is longer")
-        raise ConfigError(
-            f"the two reports replayed different conversations ({len(ids)} and {len(other)}; first difference: "
-            f"{first}); compare replays of the same dataset"
-        )
+    _same(ids, list(after["conversation_ids"]), "conversations")
     histories = [h for h in rows["before"]["cost"] if h in rows["after"]["cost"]]
     if not histories:
         raise ConfigError("the two reports have no history size in common (see --history)")
@@ -135,17 +203,11 @@ def diff_reports(
         (b_num, b_den), (a_num, a_den) = values("before"), values("after")
         whole = np.arange(len(ids), dtype=np.intp)[None, :]
         b_all, a_all = float(_ratios(b_num, b_den, whole)[0]), float(_ratios(a_num, a_den, whole)[0])
-        spread = _interval(_ratios(a_num, a_den, idx) - _ratios(b_num, b_den, idx))
-        return {
-            "before": round(b_all, 4),
-            "after": round(a_all, 4),
-            "difference": round(a_all - b_all, 4),
-            "interval": spread,
-            "clear": spread is not None and (spread[0] > 0 or spread[1] < 0),
-        }
+        return _figure(b_all, a_all, _ratios(a_num, a_den, idx) - _ratios(b_num, b_den, idx))
 
     first = histories[0] if histories[0] in rows["before"]["complete"] else next(iter(rows["before"]["complete"]))
     return {
+        "kind": "conversation",
         "strategy": strategy,
         "conversations": len(ids),
         "level": LEVEL,

@@ -29,6 +29,7 @@ from shortlist._tokens import default_counter, definition_text
 from shortlist._types import Query
 from shortlist.errors import UsageError
 from shortlist.eval._datasets import Dataset, EvalQuery, apply_train_examples
+from shortlist.eval._intervals import ranking_intervals
 from shortlist.eval._metrics import mean, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from shortlist.rankers._base import Ranker
 from shortlist.selection._base import Selector
@@ -182,6 +183,13 @@ def run_eval(
         split: summarise([o for o in outcomes if o.split == split], k=k, all_tokens=all_tokens)
         for split in dict.fromkeys(o.split for o in outcomes)
     }
+    scored = [o for o in outcomes if o.gold]  # what the ranking metrics average over, query by query
+    report["per_query"] = {
+        "qids": [o.qid for o in scored],
+        "ndcg@10": [round(ndcg_at_k(o.ranked, o.gold, 10), 6) for o in scored],
+        "recall@5": [round(recall_at_k(o.ranked, o.gold, 5), 6) for o in scored],
+    }
+    report["intervals"] = ranking_intervals(report["per_query"])
     if match == "name":
         named = by_name(outcomes, {c.id: c.name for c in dataset.tools})
         report["by_name"] = summarise(named, k=k, all_tokens=all_tokens)
