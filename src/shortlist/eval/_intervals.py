@@ -40,9 +40,9 @@ _F64 = npt.NDArray[np.float64]
 
 
 def resamples(n: int, seed: int, draws: int = DRAWS) -> _Idx:
-    """``draws`` rows of ``n`` conversation numbers drawn with replacement (the same for the same seed)."""
+    """``draws`` rows of ``n`` conversation (or query) numbers drawn with replacement (the same for the same seed)."""
     if n <= 0:
-        raise ConfigError("an interval needs at least one conversation")
+        raise ConfigError("an interval needs at least one conversation or query")
     if draws <= 0:
         raise ConfigError(f"draws must be positive, not {draws}")
     return np.random.default_rng(seed).integers(0, n, size=(draws, n), dtype=np.intp)
@@ -109,7 +109,6 @@ def _diff_rankings(before: Mapping[str, Any], after: Mapping[str, Any], seed: in
     _same(ids, list(after["per_query"]["qids"]), "queries")
     idx = resamples(len(ids), seed)
     ones = [1.0] * len(ids)
-    whole = np.arange(len(ids), dtype=np.intp)[None, :]
     out: dict[str, Any] = {
         "kind": "ranking",
         "selector": [before.get("selector"), after.get("selector")],
@@ -119,18 +118,23 @@ def _diff_rankings(before: Mapping[str, Any], after: Mapping[str, Any], seed: in
         "seed": seed,
     }
     for metric in RANKING_METRICS:
-        b, a = before["per_query"][metric], after["per_query"][metric]
-        means = float(_ratios(b, ones, whole)[0]), float(_ratios(a, ones, whole)[0])
-        out[metric] = _figure(*means, _ratios(a, ones, idx) - _ratios(b, ones, idx))
+        out[metric] = _paired((before["per_query"][metric], ones), (after["per_query"][metric], ones), idx)
     return out
 
 
-def _figure(before: float, after: float, draws: _F64) -> dict[str, Any]:
-    spread = _interval(draws)
+_Sums = tuple[Sequence[float], Sequence[float]]
+
+
+def _paired(before: _Sums, after: _Sums, idx: _Idx) -> dict[str, Any]:
+    """One figure (``sum(num) / sum(den)``) of two runs: each over the whole set, and the interval of
+    their difference over the same draws."""
+    whole = np.arange(idx.shape[1], dtype=np.intp)[None, :]
+    b, a = float(_ratios(*before, whole)[0]), float(_ratios(*after, whole)[0])
+    spread = _interval(_ratios(*after, idx) - _ratios(*before, idx))
     return {
-        "before": round(before, 4),
-        "after": round(after, 4),
-        "difference": round(after - before, 4),
+        "before": round(b, 4),
+        "after": round(a, 4),
+        "difference": round(a - b, 4),
         "interval": spread,
         "clear": spread is not None and (spread[0] > 0 or spread[1] < 0),
     }
@@ -192,20 +196,13 @@ def diff_reports(
     turns = list(before["conversation_turns"])
     idx = resamples(len(ids), seed)
 
-    def figure(num: str, h: str) -> dict[str, Any]:
-        # complete turns over turns, or the strategy's cost over the oracle's of the same report
-        def values(which: str) -> tuple[list[float], Sequence[float]]:
-            row = rows[which]
-            if num == "complete":
-                return list(row["complete"][h]), turns
-            return list(row["cost"][h]), oracles[which]["cost"][h]
+    def complete(which: str, h: str) -> _Sums:  # complete turns over turns
+        return rows[which]["complete"][h], turns
 
-        (b_num, b_den), (a_num, a_den) = values("before"), values("after")
-        whole = np.arange(len(ids), dtype=np.intp)[None, :]
-        b_all, a_all = float(_ratios(b_num, b_den, whole)[0]), float(_ratios(a_num, a_den, whole)[0])
-        return _figure(b_all, a_all, _ratios(a_num, a_den, idx) - _ratios(b_num, b_den, idx))
+    def cost(which: str, h: str) -> _Sums:  # the strategy's cost over the oracle's of the same report
+        return rows[which]["cost"][h], oracles[which]["cost"][h]
 
-    first = histories[0] if histories[0] in rows["before"]["complete"] else next(iter(rows["before"]["complete"]))
+    first = histories[0]  # the history the reports' top-level figures are read at
     return {
         "kind": "conversation",
         "strategy": strategy,
@@ -213,6 +210,6 @@ def diff_reports(
         "level": LEVEL,
         "draws": DRAWS,
         "seed": seed,
-        "complete_turns": figure("complete", first),
-        "cost_vs_oracle": {h: figure("cost", h) for h in histories},
+        "complete_turns": _paired(complete("before", first), complete("after", first), idx),
+        "cost_vs_oracle": {h: _paired(cost("before", h), cost("after", h), idx) for h in histories},
     }
