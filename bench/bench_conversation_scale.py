@@ -97,7 +97,35 @@ def main(argv: list[str] | None = None) -> int:
         f"{first['catalog_tokens']:,} tokens; seeds {args.seeds}; simulation {json.dumps(first['simulation'])}\n"
     )
     sys.stdout.write(table(mean_rows(reports), args.markdown) + "\n")
+    sys.stdout.write(spread(reports) + "\n")
     return 0
+
+
+def spread(reports: list[dict[str, Any]]) -> str:
+    """The default strategy's 95% intervals over the conversations, the seeds pooled (each conversation's
+    figures summed over them: ``shortlist.eval._intervals.pooled``); ``shortlist eval diff`` reads a
+    ``--save`` file the same way."""
+    from shortlist.eval._intervals import intervals_of, pooled, resamples
+
+    first = reports[0]
+    name = first["default"] if first["default"] in first["strategies"] else next(iter(first["strategies"]))
+    both = pooled(reports)
+    rows = both["strategies"]
+    histories = list(rows[name]["per_conversation"]["cost"])
+    found = intervals_of(
+        rows[name]["per_conversation"],
+        rows["oracle"]["per_conversation"],
+        both["conversation_turns"],
+        resamples(len(both["conversation_ids"]), 0),
+        histories[0],
+    )
+    low, high = found["complete_turns"]
+    parts = [f"complete {low:.3f}-{high:.3f}"]
+    for h, pair in found["cost_vs_oracle"].items():
+        parts.append(f"x oracle @{int(h):,} " + ("-" if pair is None else f"{pair[0]:.2f}-{pair[1]:.2f}"))
+    return f"{name}, 95% interval over the {len(both['conversation_ids'])} conversations (seeds pooled): " + ", ".join(
+        parts
+    )
 
 
 if __name__ == "__main__":

@@ -123,6 +123,11 @@ def test_each_conversation_adds_up_to_the_figures_and_the_intervals_hold_them(bi
         for h, (low, high) in row["intervals"]["cost_vs_oracle"].items():
             assert low - 1e-3 <= row["cost_vs_oracle"][h] <= high + 1e-3, (name, h)
     assert report["strategies"]["oracle"]["intervals"]["cost_vs_oracle"]["0"] == [1.0, 1.0]
+    assert "oracle" not in report  # asked for: among the strategies
+    alone = replay(binding, strategies=("deferred",))
+    assert list(alone["strategies"]) == ["deferred"]
+    oracle = alone["oracle"]["per_conversation"]  # replayed for cost_vs_oracle, kept for eval diff
+    assert oracle == report["strategies"]["oracle"]["per_conversation"]
 
 
 @pytest.mark.parametrize(

@@ -278,12 +278,18 @@ def test_diff_compares_two_saved_replays_and_refuses_what_it_cannot_read(tmp_pat
     assert moved.returncode == 0, moved.stderr
     assert "stable over 3 conversations" in moved.stdout and "x oracle @1,000" in moved.stdout
     assert "95% interval" in moved.stdout and max(len(line) for line in moved.stdout.splitlines()) <= 120
+    seeds = tmp_path / "seeds.json"  # bench/bench_conversation_scale.py --save: one replay per seed
+    seeds.write_text(json.dumps([json.loads(one.read_text()), json.loads(two.read_text())]))
+    pooled = cli("diff", str(one), str(seeds))
+    assert pooled.returncode == 0 and "(seeds pooled: 1 / 2)" in pooled.stdout, pooled.stderr
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "other.json").write_text('{"a": 1}')
     for args, message in [
         ((str(one), str(tmp_path / "missing.json")), "cannot read"),
         ((str(one), str(tmp_path / "bad.json")), "is not JSON (line 1)"),
-        ((str(tmp_path / "list.json"), str(one)), "is not a `shortlist eval --dataset DIR --json` report"),
+        ((str(tmp_path / "list.json"), str(one)), "is a list, but not of conversation replays"),
+        ((str(tmp_path / "other.json"), str(one)), "is not a `shortlist eval --dataset DIR --json` report"),
         ((str(one), str(two), "--strategy", "sometimes"), "no 'sometimes' strategy"),
     ]:
         out = cli("diff", *args)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shortlist.errors import ConfigError
-from shortlist.eval._intervals import DRAWS, diff_reports, intervals_of, ranking_intervals, resamples
+from shortlist.eval._intervals import DRAWS, diff_reports, intervals_of, pooled, ranking_intervals, resamples
 
 
 def report(costs: list[float], oracle: list[float], complete: list[int], turns: list[int]) -> dict[str, Any]:
@@ -155,3 +155,40 @@ def test_rankings_that_cannot_be_compared_are_refused() -> None:
     conversation = report([2.0], [1.0], [1], [1])
     with pytest.raises(ConfigError, match="cannot compare a ranking report with a conversation report"):
         diff_reports(base, conversation)
+
+
+def test_seeds_are_pooled_conversation_by_conversation() -> None:
+    turns = [2, 4, 3]
+    one = report([30.0, 50.0, 40.0], [10.0, 20.0, 10.0], [2, 3, 3], turns)
+    two = report([34.0, 46.0, 40.0], [10.0, 20.0, 10.0], [1, 4, 3], turns)
+    both = pooled([one, two])
+    assert both["runs"] == 2 and both["conversation_ids"] == ["c0", "c1", "c2"]
+    assert both["conversation_turns"] == [4, 8, 6]
+    assert both["strategies"]["deferred"]["per_conversation"] == {
+        "cost": {"0": [64.0, 96.0, 80.0]},
+        "complete": {"0": [3, 7, 6]},
+    }
+    # the pooled figure is the mean of the runs' (the oracle is the same in each)
+    diff = diff_reports(one, both)
+    assert diff["runs"] == [1, 2] and diff["cost_vs_oracle"]["0"]["after"] == pytest.approx(120 / 40)
+    assert diff["complete_turns"]["after"] == pytest.approx(16 / 18, abs=1e-4)
+    # an oracle replayed but not asked for sits at the report's top level
+    alone = report([30.0, 50.0, 40.0], [10.0, 20.0, 10.0], [2, 3, 3], turns)
+    alone["oracle"] = alone["strategies"].pop("oracle")
+    assert pooled([alone, alone])["strategies"]["oracle"]["per_conversation"]["cost"]["0"] == [20.0, 40.0, 20.0]
+    assert diff_reports(alone, one)["cost_vs_oracle"]["0"]["difference"] == 0.0
+
+
+def test_runs_that_cannot_be_pooled_are_refused() -> None:
+    base = report([3.0, 4.0], [1.0, 1.0], [1, 1], [1, 1])
+    with pytest.raises(ConfigError, match="no report to pool"):
+        pooled([])
+    with pytest.raises(ConfigError, match="different conversations"):
+        pooled([base, report([3.0], [1.0], [1], [1])])
+    other = report([3.0, 4.0], [1.0, 1.0], [1, 1], [1, 1])
+    for row in other["strategies"].values():
+        row["per_conversation"]["cost"]["20000"] = [5.0, 5.0]
+    with pytest.raises(ConfigError, match="other history sizes"):
+        pooled([base, other])
+    with pytest.raises(ConfigError, match="no per-conversation figures"):
+        pooled([{"strategies": {}}])

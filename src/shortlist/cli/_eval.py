@@ -216,7 +216,8 @@ def register(sub: Any) -> None:
         description="How a strategy's complete turns and cost / the oracle's moved between two `shortlist eval "
         "--json` replays of the same conversations (or nDCG@10 and Recall@5 between two runs of one selector on the "
         "same queries), with the 95%% bootstrap interval of each difference (the same conversations or queries drawn "
-        "from both). A difference is clear when its interval leaves out zero.",
+        "from both). A difference is clear when its interval leaves out zero. A file holding a JSON list of replays "
+        "(one per seed, bench/bench_conversation_scale.py --save) is pooled: each conversation's figures summed.",
     )
     diff.add_argument("before", help="the first replay's --json output")
     diff.add_argument("after", help="the second replay's --json output")
@@ -238,18 +239,23 @@ def _prepare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from shortlist.errors import ConfigError
-    from shortlist.eval._intervals import diff_reports
+    from shortlist.eval._intervals import diff_reports, pooled
 
     reports = []
     for path in (args.before, args.after):
         try:
-            reports.append(json.loads(Path(path).read_text(encoding="utf-8")))
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path} is not JSON (line {exc.lineno}): save `shortlist eval --json` output") from exc
-        if not isinstance(reports[-1], dict) or not {"strategies", "per_query", "compare"} & set(reports[-1]):
+        if isinstance(data, list):  # several seeds' replays (bench/bench_conversation_scale.py --save)
+            if not data or not all(isinstance(r, dict) and "strategies" in r for r in data):
+                raise ConfigError(f"{path} is a list, but not of conversation replays")
+            data = pooled(data)
+        if not isinstance(data, dict) or not {"strategies", "per_query", "compare"} & set(data):
             raise ConfigError(f"{path} is not a `shortlist eval --dataset DIR --json` report")
+        reports.append(data)
     result = diff_reports(reports[0], reports[1], args.strategy, seed=args.seed)
     if args.json:
         write_json(result)

@@ -160,6 +160,8 @@ def diff_table(result: dict[str, Any]) -> str:
         for h, fig in result["cost_vs_oracle"].items():
             add(f"x oracle @{int(h):,}", fig)
         title = f"{result['strategy']} over {result['conversations']:,} conversations, after - before"
+        if max(result.get("runs", (1,))) > 1:
+            title += f" (seeds pooled: {result['runs'][0]} / {result['runs'][1]})"
         unit = "conversations"
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [title]

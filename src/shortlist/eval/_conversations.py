@@ -403,7 +403,8 @@ def run_conversation_eval(
         each conversation's ``complete`` turns and ``cost`` at each history (in the order of
         ``conversation_ids``); ``intervals`` the bootstrap intervals of ``complete_turns`` and
         ``cost_vs_oracle`` over the conversations (:mod:`shortlist.eval._intervals`, seeded by the
-        simulation's seed; the report's ``intervals`` says how). ``loads`` (every strategy
+        simulation's seed; the report's ``intervals`` says how); when ``strategies`` leaves the
+        oracle out, the report's ``oracle`` holds its ``per_conversation``. ``loads`` (every strategy
         but ``all`` and ``oracle``) says where the prefetched and searched definitions went
         (:class:`~shortlist.eval._loads.LoadTally`). ``cost_vs_oracle`` divides
         by the ``oracle``'s cost (replayed for it even when not among ``strategies``).
@@ -499,6 +500,8 @@ def run_conversation_eval(
     rows = {strategy: replay(strategy) for strategy in strategies}
     oracle = rows["oracle"] if "oracle" in rows else replay("oracle")
     floor = oracle["cost"]
+    if "oracle" not in rows:  # what cost_vs_oracle divides by, conversation by conversation (``eval diff``)
+        report["oracle"] = {"per_conversation": oracle["per_conversation"]}
     report["conversation_ids"] = [c.cid for c in cases]
     report["conversation_turns"] = turns = [len(c.turns) for c in cases]
     report["intervals"] = {"level": LEVEL, "draws": DRAWS, "seed": sim.seed, "unit": "conversation"}

@@ -26,7 +26,16 @@ import numpy.typing as npt
 
 from shortlist.errors import ConfigError
 
-__all__ = ["DRAWS", "LEVEL", "RANKING_METRICS", "diff_reports", "intervals_of", "ranking_intervals", "resamples"]
+__all__ = [
+    "DRAWS",
+    "LEVEL",
+    "RANKING_METRICS",
+    "diff_reports",
+    "intervals_of",
+    "pooled",
+    "ranking_intervals",
+    "resamples",
+]
 
 #: How many resamples of the conversations an interval is read over.
 DRAWS = 2000
@@ -149,8 +158,43 @@ def _same(ids: list[Any], other: list[Any], what: str) -> None:
         )
 
 
+def pooled(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Replays of the same conversations under several seeds of the simulated model, as one report to
+    read intervals of and to compare: each conversation's figures summed over the runs.
+
+    A conversation stays the unit resampled (its runs are not independent draws), and each pooled
+    figure is the mean of the runs' figures: the oracle costs the same under every seed, so the
+    pooled ``cost_vs_oracle`` is the mean of the runs' and complete turns the mean share.
+
+    Raises:
+        ConfigError: no report, or reports of different conversations, strategies or history sizes.
+    """
+    if not reports:
+        raise ConfigError("no report to pool")
+    first = reports[0]
+    ids = list(first.get("conversation_ids") or [])
+    if not ids:
+        raise ConfigError("the reports have no per-conversation figures: replay them with this version")
+    strategies: dict[str, Any] = {}
+    for name in dict.fromkeys([*first["strategies"], "oracle"]):
+        runs = [_per_conversation(r, name, f"#{i + 1}") for i, r in enumerate(reports)]
+        for i, r in enumerate(reports):
+            _same(ids, list(r.get("conversation_ids") or []), "conversations")
+            if set(runs[i]["cost"]) != set(runs[0]["cost"]):
+                raise ConfigError(f"report #{i + 1} was priced at other history sizes than the first")
+        summed = {
+            part: {h: [sum(vals) for vals in zip(*(run[part][h] for run in runs), strict=True)] for h in runs[0][part]}
+            for part in ("complete", "cost")
+        }
+        strategies[name] = {"per_conversation": summed}
+    turns = [t * len(reports) for t in first["conversation_turns"]]
+    return {"conversation_ids": ids, "conversation_turns": turns, "runs": len(reports), "strategies": strategies}
+
+
 def _per_conversation(report: Mapping[str, Any], strategy: str, which: str) -> Mapping[str, Any]:
-    rows = report.get("strategies", {})
+    rows = dict(report.get("strategies", {}))
+    if strategy == "oracle" and "oracle" not in rows and "oracle" in report:  # replayed, not asked for
+        rows["oracle"] = report["oracle"]
     if strategy not in rows:
         raise ConfigError(f"the {which} report has no {strategy!r} strategy (it has {', '.join(rows) or 'none'})")
     row = rows[strategy].get("per_conversation")
@@ -169,7 +213,8 @@ def diff_reports(
     or two tool-retrieval runs of the same queries, whose ``strategy`` is not read).
 
     Returns:
-        For conversations ``{"kind": "conversation", "strategy", "conversations", "level", "draws", "seed",
+        For conversations ``{"kind": "conversation", "strategy", "conversations", "runs" (each report's
+        seeds pooled, :func:`pooled`), "level", "draws", "seed",
         "complete_turns": {...}, "cost_vs_oracle": {H: {...}}}``; for tool retrieval ``{"kind": "ranking",
         "selector": [before's, after's], "queries", "level", "draws", "seed", "ndcg@10": {...},
         "recall@5": {...}}``. Each figure is ``{"before", "after", "difference", "interval", "clear"}``:
@@ -193,11 +238,11 @@ def diff_reports(
     histories = [h for h in rows["before"]["cost"] if h in rows["after"]["cost"]]
     if not histories:
         raise ConfigError("the two reports have no history size in common (see --history)")
-    turns = list(before["conversation_turns"])
+    turns = {"before": list(before["conversation_turns"]), "after": list(after["conversation_turns"])}
     idx = resamples(len(ids), seed)
 
-    def complete(which: str, h: str) -> _Sums:  # complete turns over turns
-        return rows[which]["complete"][h], turns
+    def complete(which: str, h: str) -> _Sums:  # complete turns over turns (each report's: pooled seeds count each)
+        return rows[which]["complete"][h], turns[which]
 
     def cost(which: str, h: str) -> _Sums:  # the strategy's cost over the oracle's of the same report
         return rows[which]["cost"][h], oracles[which]["cost"][h]
@@ -207,6 +252,7 @@ def diff_reports(
         "kind": "conversation",
         "strategy": strategy,
         "conversations": len(ids),
+        "runs": [int(before.get("runs", 1)), int(after.get("runs", 1))],
         "level": LEVEL,
         "draws": DRAWS,
         "seed": seed,
