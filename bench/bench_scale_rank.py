@@ -11,7 +11,10 @@ the hybrid's constructor options as JSON; ``default`` is always run first) on:
   prepare``).
 
 One embedder is shared by every variant (its query cache holds every query), so the variants
-differ only in ranking. Prints nDCG@10 / Recall@5 per set and variant (``--json``: one object).
+differ only in ranking. Prints nDCG@10 / Recall@5 per set and variant (``--json``: one object),
+then each variant's nDCG@10 difference from ``default`` with its 95% interval over the set's
+queries, the same queries drawn from both (``shortlist eval diff``'s paired bootstrap): a
+difference is clear when the interval leaves out zero.
 
 Usage (OMP_NUM_THREADS=1)::
 
@@ -47,6 +50,7 @@ def _variant(spec: str) -> tuple[str, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     from shortlist.embeddings._default import TOOLS_MODEL_NAME, DefaultEmbedder
     from shortlist.eval._datasets import load_dataset
+    from shortlist.eval._intervals import diff_reports
     from shortlist.eval._runner import run_eval
     from shortlist.rankers._hybrid import HybridRanker
 
@@ -72,10 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     variants = [("default", {}), *(_variant(v) for v in args.variant)]
     embedder = DefaultEmbedder(model=TOOLS_MODEL_NAME, query_cache_size=100_000, query_precision=args.query_precision)
     results: dict[str, dict[str, dict[str, Any]]] = {}
+    defaults: dict[str, dict[str, Any]] = {}  # each set's default report, what the variants are paired with
     for vname, options in variants:
         for sname, ds in sets:
             rep = run_eval(HybridRanker(embedder=embedder, **options), ds, progress=False)
             row = {"ndcg@10": rep.get("ndcg@10"), "recall@5": rep.get("recall@5"), "queries": rep.get("queries")}
+            if vname == "default":
+                defaults[sname] = rep
+            else:
+                row["vs_default"] = diff_reports(defaults[sname], rep)["ndcg@10"]
             results.setdefault(sname, {})[vname] = row
             print(f"{sname:24s} {vname:16s} {row['ndcg@10']:.4f} / {row['recall@5']:.4f}", file=sys.stderr, flush=True)
     if args.json:
@@ -87,6 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         for sname, by_variant in results.items():
             cells = [f"{by_variant[v]['ndcg@10']:.3f} / {by_variant[v]['recall@5']:.3f}" for v in names]
             print(f"| {sname} | " + " | ".join(cells) + " |")
+        if len(names) > 1:
+            print("\nnDCG@10 minus default's, 95% interval of the paired difference (clear: it leaves out zero)\n")
+            print("| set | " + " | ".join(names[1:]) + " |")
+            print("|---|" + "---|" * (len(names) - 1))
+            for sname, by_variant in results.items():
+                cells = []
+                for v in names[1:]:
+                    fig = by_variant[v]["vs_default"]
+                    low, high = fig["interval"] or (0.0, 0.0)
+                    mark = " clear" if fig["clear"] else ""
+                    cells.append(f"{fig['difference']:+.4f} ({low:+.4f} to {high:+.4f}){mark}")
+                print(f"| {sname} | " + " | ".join(cells) + " |")
     return 0
 
 
