@@ -133,6 +133,8 @@ def test_report_file_is_self_contained(tmp_path: Path, capsys: pytest.CaptureFix
     misses = len(_library_misses("bm25")) + len(_library_misses("overlap"))
     assert 'id="abstention-curve"' in page and page.count('class="miss"') == misses
     assert list(tmp_path.iterdir()) == [target]  # written atomically, no temp file left
+    intervals = re.findall(r'<p class="interval">(bm25|overlap): 95% bootstrap interval over its 3 queries', page)
+    assert intervals == ["bm25", "overlap"]
 
 
 def test_conversation_report_has_its_charts(tmp_path: Path) -> None:
@@ -143,6 +145,7 @@ def test_conversation_report_has_its_charts(tmp_path: Path) -> None:
         assert f'id="{chart}"' in page
     assert 'id="misses"' not in page and "(1.00×)" in page
     assert "<th>preloaded</th>" in page and "<th>× oracle @20,000</th>" in page
+    assert re.search(r"<td>1\.00× \(1\.00–1\.00\)</td>", page)  # the oracle's own, with its interval
     # where deferred's prefetched and searched definitions went, as the text output prints it
     loads = page.split('id="conversation-loads"', 1)[1].split("</table>", 1)[0]
     assert "<td>prefetch 1</td>" in loads and "<td>search result 1</td>" in loads

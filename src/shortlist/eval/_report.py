@@ -81,7 +81,18 @@ def _metrics_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
             cls = "" if split == "all" else ' class="split"'
             rows.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     thead = "".join(f"<th>{_e(h)}</th>" for h in head)
-    return f'<table id="metrics"><thead><tr>{thead}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    notes = []
+    for name, rep in reports.items():
+        spread = rep.get("intervals") or {}
+        if spread.get("ndcg@10") and spread.get("recall@5"):
+            (n_lo, n_hi), (r_lo, r_hi) = spread["ndcg@10"], spread["recall@5"]
+            notes.append(
+                f'<p class="interval">{_e(name)}: {spread["level"]:.0%} bootstrap interval over its '
+                f"{_num(rep['queries_with_gold'])} queries with a tool: nDCG@10 {n_lo:.3f}–{n_hi:.3f}, "
+                f"Recall@5 {r_lo:.3f}–{r_hi:.3f}</p>"
+            )
+    table = f'<table id="metrics"><thead><tr>{thead}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return table + "".join(notes)
 
 
 def _split_charts(reports: Mapping[str, Mapping[str, Any]]) -> str:
@@ -190,7 +201,10 @@ def _conversation_section(report: Mapping[str, Any]) -> str:
             cells.append(f"{m['cost'][h]:,.0f}{ratio}")
         if oracle:
             vs = m.get("cost_vs_oracle", {})
-            cells += ["–" if vs.get(h) is None else f"{vs[h]:.2f}×" for h in histories]
+            within = m.get("intervals", {}).get("cost_vs_oracle", {})
+            for h in histories:
+                spread = f" ({within[h][0]:.2f}–{within[h][1]:.2f})" if within.get(h) else ""
+                cells.append("–" if vs.get(h) is None else f"{vs[h]:.2f}×{spread}")
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     thead = "".join(f"<th>{_e(h)}</th>" for h in head)
     summary = (
