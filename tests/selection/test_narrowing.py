@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import threading
 import time
 from collections.abc import Sequence
@@ -327,12 +328,20 @@ def test_event_to_dict_is_every_field_but_the_level() -> None:
         assert event.to_dict() == expected, cls.__name__
 
 
-def test_the_split_pins_exactly_what_the_policy_pins() -> None:
-    # A search splits a new pool of the catalog each time, by a faster test than is_pinned: the same answer.
-    from hypothesis import given
-    from hypothesis import strategies as st
+def _pinned_by_definition(policy: PinPolicy, candidate_id: str) -> bool:
+    """A wildcard, an id whose text before its first ``__`` is a namespace, or an ``always_include`` match."""
+    head, sep, _ = candidate_id.partition("__")
+    return (
+        (policy.pin_wildcards and any(ch in candidate_id for ch in "*?["))
+        or bool(sep and head in policy.namespaces)
+        or any(candidate_id == p or fnmatch.fnmatchcase(candidate_id, p) for p in policy.always_include)
+    )
 
-    from shortlist.selection._narrowing import _pin_test
+
+def test_the_split_pins_exactly_what_the_policy_pins() -> None:
+    # A search splits a new pool of the catalog each time, by a prefix test per id: the definition's answer.
+    from hypothesis import example, given
+    from hypothesis import strategies as st
 
     ids = st.text(alphabet="ab_*?[", max_size=8)
     policies = st.builds(
@@ -343,9 +352,12 @@ def test_the_split_pins_exactly_what_the_policy_pins() -> None:
     )
 
     @given(policies, st.lists(ids, max_size=20))
+    @example(PinPolicy(namespaces=("a_",)), ["a___b", "a__b"])  # a namespace ending in _ opens no id
+    @example(PinPolicy(namespaces=("_",)), ["____", "___a"])
+    @example(PinPolicy(namespaces=("a__b",)), ["a__b__c"])  # nor one holding __
     def same(policy: PinPolicy, names: list[str]) -> None:
-        test = _pin_test(policy)
-        assert [test(i) for i in names] == [policy.is_pinned(i) for i in names]
+        test = policy.is_pinned
+        assert [test(i) for i in names] == [_pinned_by_definition(policy, i) for i in names]
 
     same()
-    assert _pin_test(PinPolicy())("mcp__srv__read") and not _pin_test(PinPolicy())("mcpx__read")
+    assert PinPolicy().is_pinned("mcp__srv__read") and not PinPolicy().is_pinned("mcpx__read")

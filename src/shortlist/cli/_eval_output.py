@@ -71,11 +71,7 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
             ratio = f" ({cost / all_cost[str(h)]:.2f}x)" if all_cost.get(str(h)) else ""
             row.append(f"{cost:,.0f}{ratio}")
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in rows
-    ]
+    lines += _aligned(rows)
     lines.append("changes: tools-block changes per conversation; cost: base-price input tokens per conversation")
     prices, context = report.get("prices"), report.get("context")
     if prices:
@@ -112,11 +108,7 @@ def conversation_table(report: dict[str, Any], histories: list[int]) -> str:
             within = _bounds(bounds.get("cost_vs_oracle", {}).get(str(h)), "{:.2f}") if spread else ""
             cells.append("-" if ratio is None else f"{ratio:.2f}x{within}")
         second.append(cells)
-    widths = [max(len(r[i]) for r in second) for i in range(len(second[0]))]
-    lines += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in second
-    ]
+    lines += _aligned(second)
     lines.append(
         "preloaded: share of a turn's tools callable before any search; x oracle: cost / the oracle's\n"
         "(the floor: each turn's tools loaded into the history on first use, nothing else offered)"
@@ -163,17 +155,21 @@ def diff_table(result: dict[str, Any]) -> str:
         if max(result.get("runs", (1,))) > 1:
             title += f" (seeds pooled: {result['runs'][0]} / {result['runs'][1]})"
         unit = "conversations"
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [title]
-    lines += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in rows
-    ]
+    lines = [title, *_aligned(rows)]
     lines.append(
         f"interval: {result['draws']:,} resamples of the {unit} (seed {result['seed']}), the same ones from both"
         " runs; clear: it leaves out zero"
     )
     return "\n".join(lines)
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """A table's lines: the first column left-aligned, the others right-aligned, each as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+        for r in rows
+    ]
 
 
 def _bounds(pair: list[float] | None, form: str) -> str:
@@ -202,12 +198,8 @@ def _loads_table(report: dict[str, Any], histories: list[int]) -> list[str]:
                 f"{r.never_tokens_per_conversation:,.0f}",
             ]
         )
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     out = ["", f"where {name}'s loaded definitions went (at {histories[0]:,} tokens of history):"]
-    out += [
-        " ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-        for r in table
-    ]
+    out += _aligned(table)
     out.append(LOADS_NOTE)
     return out
 

@@ -33,7 +33,14 @@ from shortlist.exec._sandbox import DirectSandbox, Launch, Sandbox, build_sandbo
 from shortlist.exec._worker import WorkerProcess
 from shortlist.selection._base import Selector
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_MS", "STDERR_TAIL_BYTES", "SUBSET_SLACK", "ExecSelector"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "DEFAULT_TIMEOUT_MS",
+    "STDERR_TAIL_BYTES",
+    "SUBSET_SLACK",
+    "ExecSelector",
+    "left_out_of",
+]
 
 #: The timeout used when ``timeout_ms`` is 0 or unset.
 DEFAULT_TIMEOUT_MS = 10_000

@@ -22,7 +22,7 @@ import contextlib
 import fnmatch
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -77,13 +77,20 @@ class PinPolicy:
     namespaces: tuple[str, ...] = DEFAULT_PIN_NAMESPACES
     always_include: tuple[str, ...] = ()
     pin_wildcards: bool = True
+    # ``<namespace>__`` for each namespace that can open an id: an id's namespace is its text before its
+    # first ``__``, which never holds ``__`` nor ends in ``_``. One prefix test per id (a search splits a
+    # new pool of the whole catalog each time), the same answer as reading the id's namespace.
+    _prefixes: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        opens = tuple(f"{ns}__" for ns in self.namespaces if "__" not in ns and not ns.endswith("_"))
+        object.__setattr__(self, "_prefixes", opens)
 
     def is_pinned(self, candidate_id: str) -> bool:
         """Return True if ``candidate_id`` must surface on every turn."""
         if self.pin_wildcards and is_wildcard(candidate_id):
             return True
-        head, sep, _ = candidate_id.partition("__")
-        if sep and head in self.namespaces:
+        if candidate_id.startswith(self._prefixes):
             return True
         return any(
             candidate_id == pattern or fnmatch.fnmatchcase(candidate_id, pattern) for pattern in self.always_include
@@ -174,7 +181,7 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
     eligible: list[Candidate] = []
     rankable: list[Candidate] = []
     pinned: list[Candidate] = []
-    is_pinned = _pin_test(pins)
+    is_pinned = pins.is_pinned
     for c in candidates:
         if c.id in seen:  # the first definition of an id wins
             continue
@@ -185,17 +192,6 @@ def _split(candidates: Sequence[Candidate], pins: PinPolicy) -> _Split:
     if isinstance(candidates, tuple):
         _SPLITS.put(candidates, split, pins)
     return split
-
-
-def _pin_test(pins: PinPolicy) -> Callable[[str], bool]:
-    """``pins.is_pinned``, or the same answer in a few string operations when the policy is namespaces only
-    (no ``always_include``): a search splits a new pool of the whole catalog each time."""
-    if pins.always_include or any("__" in ns for ns in pins.namespaces):
-        return pins.is_pinned
-    prefixes = tuple(f"{ns}__" for ns in pins.namespaces)
-    if not pins.pin_wildcards:
-        return lambda i: i.startswith(prefixes)
-    return lambda i: i.startswith(prefixes) or "*" in i or "?" in i or "[" in i
 
 
 def rankable_part(candidates: Sequence[Candidate], policy: NarrowingPolicy | None = None) -> tuple[Candidate, ...]:
