@@ -192,6 +192,21 @@ def test_exception_of_any_kind_is_contained() -> None:
     assert boom.calls == 1
 
 
+@pytest.mark.parametrize("raised", [TimeoutError("upstream too slow"), TimeoutError()])
+async def test_a_timeout_the_selector_raises_is_a_timeout_sync_and_async(raised: TimeoutError) -> None:
+    events: list[Event] = []
+    turns = [
+        narrow(Recording(raised), Query("x"), ABC, hooks=(events.append,)),
+        await anarrow(Recording(raised), Query("x"), ABC, hooks=(events.append,)),
+    ]
+    for turn in turns:
+        assert turn.fallback == "timeout" and turn.ids == ("alpha", "beta", "gamma")
+    fallbacks = [e for e in events if isinstance(e, SelectionFallback)]
+    assert [e.reason for e in fallbacks] == ["timeout", "timeout"]
+    assert all("SelectorTimeout: selector raised TimeoutError" in e.error for e in fallbacks)
+    assert narrow(Recording(ValueError("x")), Query("x"), ABC).fallback == "error"  # anything else stays an error
+
+
 def test_wrong_return_type_is_an_error_fallback() -> None:
     sel = FunctionSelector(lambda q, c: "alpha")  # a string, not a list
     assert narrow(sel, Query("x"), ABC).fallback == "error"

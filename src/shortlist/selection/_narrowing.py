@@ -388,14 +388,26 @@ def _narrow(
             # the policy's deadline is a TimeoutSelector: on the selector's own pool (a hung selector
             # can exhaust only its own threads), its start-up work for a new catalog outside it
             answer: Any = with_deadline(selector, policy.timeout_s).select(query, rankable)
-    except SelectorTimeout as exc:
-        elapsed = (time.perf_counter() - start) * 1000
-        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
     except Exception as exc:  # contained: a failing selector never breaks a turn (reported as an event)
-        elapsed = (time.perf_counter() - start) * 1000
-        return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+        return _failed(selector, query, split, exc, start, hooks)
     elapsed = (time.perf_counter() - start) * 1000
     return _resolve(selector, query, split, answer, elapsed, policy, hooks)
+
+
+def _failed(
+    selector: Selector, query: Query, split: _Split, exc: Exception, start: float, hooks: Sequence[EventHook]
+) -> TurnSelection:
+    """The fallback of a turn whose selector raised ``exc`` (sync and async alike): ``timeout`` for its
+    deadline or a ``TimeoutError`` it raised itself, ``error`` for anything else."""
+    elapsed = (time.perf_counter() - start) * 1000
+    if isinstance(exc, SelectorTimeout | TimeoutError):
+        err = (
+            exc
+            if isinstance(exc, SelectorTimeout)
+            else SelectorTimeout(f"selector raised TimeoutError: {exc}".rstrip(": "), selector=selector.name)
+        )
+        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
+    return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
 
 
 async def anarrow(
@@ -432,18 +444,9 @@ async def _anarrow(
     try:
         with _scoped(hooks):  # what the selector's wrappers emit reaches ``hooks`` too
             answer: Any = await with_deadline(selector, policy.timeout_s).aselect(query, rankable)
-    except (TimeoutError, SelectorTimeout) as exc:  # a TimeoutError the selector itself raised counts too
-        elapsed = (time.perf_counter() - start) * 1000
-        err = (
-            exc
-            if isinstance(exc, SelectorTimeout)
-            else SelectorTimeout(f"selector raised TimeoutError: {exc}".rstrip(": "), selector=selector.name)
-        )
-        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # contained: reported as an event, the turn goes on
-        elapsed = (time.perf_counter() - start) * 1000
-        return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+        return _failed(selector, query, split, exc, start, hooks)
     elapsed = (time.perf_counter() - start) * 1000
     return _resolve(selector, query, split, answer, elapsed, policy, hooks)
