@@ -400,14 +400,10 @@ def _failed(
     """The fallback of a turn whose selector raised ``exc`` (sync and async alike): ``timeout`` for its
     deadline or a ``TimeoutError`` it raised itself, ``error`` for anything else."""
     elapsed = (time.perf_counter() - start) * 1000
-    if isinstance(exc, SelectorTimeout | TimeoutError):
-        err = (
-            exc
-            if isinstance(exc, SelectorTimeout)
-            else SelectorTimeout(f"selector raised TimeoutError: {exc}".rstrip(": "), selector=selector.name)
-        )
-        return _fallback(query, split, "timeout", selector=selector, elapsed_ms=elapsed, error=err, hooks=hooks)
-    return _fallback(query, split, "error", selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
+    if isinstance(exc, TimeoutError):  # the selector's own, reported as its deadline would be
+        exc = SelectorTimeout(f"selector raised TimeoutError: {exc}".rstrip(": "), selector=selector.name)
+    reason = "timeout" if isinstance(exc, SelectorTimeout) else "error"
+    return _fallback(query, split, reason, selector=selector, elapsed_ms=elapsed, error=exc, hooks=hooks)
 
 
 async def anarrow(
