@@ -6,7 +6,9 @@ wall time less the time its threads waited in the run queue for a CPU (``/proc/s
 Linux), and at least its CPU time (this process's threads and the child processes it reaped) spread over the
 machine's CPUs. The waits of threads that ended during the test and of child processes cannot be read: they
 are estimated from the waits per CPU second of the threads that could. Sleeps, timeouts and I/O count in
-full. Where ``/proc`` has no schedstat, nothing is taken out of the wall time.
+full. Where ``/proc`` has no schedstat, nothing is taken out of the wall time. Nor is a full garbage
+collection (generation 2) charged: it walks every object the whole session keeps alive, so late in a full run
+it takes 0.5 s and more in whichever test's allocations happen to trigger it (timed by ``gc.callbacks``).
 
 Fixtures of a wider scope than the function (a model loaded once for the session) are set up once for many
 tests: their setup is not charged to the test that happened to run first. Checked in every run (the full run
@@ -15,6 +17,7 @@ of ``.ci/run`` too); ``--max-unmarked-seconds=0`` turns it off.
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import time
@@ -30,15 +33,36 @@ _STASH = pytest.StashKey["_Ledger"]()
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+class _FullCollections:
+    """The seconds this process has spent in full (generation 2) garbage collections, from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started: float | None = None
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self._started = None
+
+
+_FULL_GC = _FullCollections()
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """The clocks at one instant: wall, this process's CPU, its reaped children's CPU, and per thread
-    ``(cpu_ns, run_queue_wait_ns)``."""
+    """The clocks at one instant: wall, this process's CPU, its reaped children's CPU, per thread
+    ``(cpu_ns, run_queue_wait_ns)``, and the seconds spent in full garbage collections so far."""
 
     wall: float
     cpu: float
     children: float
     threads: dict[str, tuple[int, int]]
+    full_gc: float = 0.0
 
 
 def _threads() -> dict[str, tuple[int, int]]:
@@ -59,7 +83,9 @@ def _threads() -> dict[str, tuple[int, int]]:
 
 def snapshot() -> Snapshot:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return Snapshot(time.perf_counter(), time.process_time(), kids.ru_utime + kids.ru_stime, _threads())
+    return Snapshot(
+        time.perf_counter(), time.process_time(), kids.ru_utime + kids.ru_stime, _threads(), _FULL_GC.seconds
+    )
 
 
 @dataclass
@@ -70,17 +96,21 @@ class Cost:
     wall: float = 0.0
     cpu: float = 0.0
     waited: float = 0.0
+    full_gc: float = 0.0
 
     def add(self, other: Cost, sign: float = 1.0) -> None:
         self.seconds += sign * other.seconds
         self.wall += sign * other.wall
         self.cpu += sign * other.cpu
         self.waited += sign * other.waited
+        self.full_gc += sign * other.full_gc
 
 
 def cost(start: Snapshot, end: Snapshot, load: float, cpus: int = _CPUS) -> Cost:
     """The idle-machine cost of the interval ``start``..``end``; ``load`` is the run-queue wait per CPU
-    second to assume for the CPU time of threads and children whose waits cannot be read."""
+    second to assume for the CPU time of threads and children whose waits cannot be read. The interval's full
+    garbage collections are left out (the session's heap, not the test)."""
+    full_gc = end.full_gc - start.full_gc
     wall = end.wall - start.wall
     cpu = (end.cpu - start.cpu) + (end.children - start.children)
     seen_cpu = seen_wait = 0
@@ -94,7 +124,7 @@ def cost(start: Snapshot, end: Snapshot, load: float, cpus: int = _CPUS) -> Cost
     else:  # no schedstat: the wall time is all there is
         waited = 0.0
     # Threads that waited at once overlap: the CPU time over the CPUs is the floor of the estimate.
-    return Cost(max(wall - waited, cpu / cpus, 0.0), wall, cpu, waited)
+    return Cost(max(wall - waited - full_gc, (cpu - full_gc) / cpus, 0.0), wall, cpu, waited, full_gc)
 
 
 @dataclass
@@ -132,6 +162,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     limit = float(config.getoption("--max-unmarked-seconds"))
     if limit > 0:
+        if _FULL_GC not in gc.callbacks:
+            gc.callbacks.append(_FULL_GC)
         config.stash[_STASH] = _Ledger(limit, snapshot())
 
 
@@ -212,7 +244,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (
             f"{item.nodeid} is not marked slow and cost {charged.seconds:.1f} s, over the fast loop's "
             f"{ledger.limit:g} s (CPU {charged.cpu:.1f} s, wall {charged.wall:.1f} s, of which "
-            f"{charged.waited:.1f} s waiting for a CPU). Make it faster (call the CLI or the app in-process), or "
+            f"{charged.waited:.1f} s waiting for a CPU and {charged.full_gc:.1f} s in full garbage collections, "
+            "not charged). Make it faster (call the CLI or the app in-process), or "
             "mark it slow: use a fixture that starts the server or process (they mark their tests slow, "
             "tests/conftest.py), or @pytest.mark.slow with the reason (CONTRIBUTING.md, the fast loop)."
         )

@@ -1,11 +1,15 @@
 """The fast loop's guard (``tests/slow_guard.py``): a test not marked slow that costs over the limit fails,
-named with its cost; a slow test, a shared fixture and a loaded machine's waits are not charged."""
+named with its cost; a slow test, a shared fixture, a loaded machine's waits and a full garbage collection of
+the session's heap are not charged."""
 
 from __future__ import annotations
 
+import gc
+from dataclasses import replace
+
 import pytest
 
-from slow_guard import Snapshot, cost
+from slow_guard import _FULL_GC, Snapshot, _FullCollections, cost, snapshot
 
 SUITE = """
 import time
@@ -110,3 +114,28 @@ def test_threads_running_at_once_cost_their_wall_time_not_their_cpu_sum() -> Non
 
 def test_without_schedstat_everything_off_cpu_counts() -> None:
     assert cost(snap(0.0, 0.0, {}), snap(3.0, 1.0, {}), load=5.0).seconds == pytest.approx(3.0)
+
+
+def test_a_full_collection_is_not_charged() -> None:
+    """1.2 s of a 2 s busy interval spent walking the session's heap in a full collection leaves 0.8 s."""
+    start = Snapshot(0.0, 0.0, 0.0, {"1": (0, 0)}, full_gc=3.0)
+    end = Snapshot(2.0, 2.0, 0.0, {"1": (int(2e9), 0)}, full_gc=4.2)
+    charged = cost(start, end, load=0.0, cpus=1)
+    assert (charged.seconds, charged.wall, charged.cpu, charged.full_gc) == pytest.approx((0.8, 2.0, 2.0, 1.2))
+    assert cost(replace(start, full_gc=0.0), replace(end, full_gc=0.0), load=0.0, cpus=1).seconds == pytest.approx(2.0)
+
+
+def test_the_full_collections_are_timed_and_only_they() -> None:
+    clock = _FullCollections()
+    gc.callbacks.append(clock)
+    try:
+        gc.collect(0)
+        gc.collect(1)
+        assert clock.seconds == 0.0  # young generations are the test's own allocations: charged
+        before = snapshot().full_gc
+        gc.collect()
+        assert clock.seconds > 0.0
+    finally:
+        gc.callbacks.remove(clock)
+    assert _FULL_GC in gc.callbacks  # the plugin's own clock, installed when the guard is on
+    assert snapshot().full_gc > before  # it timed the collection above too
